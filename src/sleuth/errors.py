@@ -1,0 +1,29 @@
+"""Error types shared across sleuth.
+
+Each subclasses the stdlib error it stands in for, so callers that only know
+``ValueError`` or ``RuntimeError`` still catch them.
+"""
+
+from __future__ import annotations
+
+
+class SleuthError(Exception):
+    """Base class for every error sleuth raises on purpose."""
+
+
+class InputError(SleuthError, ValueError):
+    """Bad user input (a file, a record, an argument). The CLI prints it on one line and exits 2."""
+
+    def __init__(self, message: str, *, source: str | None = None, record: str | None = None):
+        self.source = source
+        self.record = record
+        where = ", ".join(p for p in (source, f"record {record}" if record else None) if p)
+        super().__init__(f"{where}: {message}" if where else message)
+
+
+class IndexIncompleteError(SleuthError, RuntimeError):
+    """An index whose last ingest did not finish; re-running the same ingest resumes it."""
+
+
+class ToolError(SleuthError, RuntimeError):
+    """A tool call the policy made that cannot be served (bad regex, unknown document, ...)."""
