@@ -1,0 +1,43 @@
+"""The policy interface: what the harness asks of any model.
+
+A policy sees the messages (OpenAI chat format) and the tool schemas and returns a
+:class:`PolicyOutput`. Policies that sample locally (or from a server returning log-probs)
+fill ``token_ids`` and ``logprobs`` so the trajectory can be trained on.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Protocol
+
+from pydantic import BaseModel, Field
+
+
+class ToolCall(BaseModel):
+    id: str
+    name: str
+    arguments: str  # raw JSON text as the model produced it; the harness parses and validates
+
+
+class PolicyOutput(BaseModel):
+    text: str = ""
+    reasoning: str | None = None
+    tool_calls: list[ToolCall] = Field(default_factory=list)
+    prompt_token_ids: list[int] | None = None  # the exact prompt tokens the policy was fed
+    token_ids: list[int] | None = None  # sampled completion tokens
+    logprobs: list[float] | None = None  # behaviour log-prob of each sampled token
+    finish_reason: str | None = None
+    usage: dict[str, int] = Field(default_factory=dict)
+
+
+class Policy(Protocol):
+    name: str
+
+    def count_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:
+        """Tokens the policy's own tokenizer sees for exactly this request."""
+        ...
+
+    def generate(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int
+    ) -> PolicyOutput:
+        """One model turn. May raise; the harness records the failure."""
+        ...
