@@ -1,0 +1,138 @@
+"""The ``sleuth`` command line (typer). Bad input: one line on stderr, exit code 2."""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from sleuth.errors import InputError, SleuthError
+
+app = typer.Typer(help="sleuth: an offline self-editing agentic search subagent.", no_args_is_help=True,
+                  pretty_exceptions_enable=False)
+tools_app = typer.Typer(help="Call one retrieval tool as the policy would.", no_args_is_help=True)
+app.add_typer(tools_app, name="tools")
+console = Console(stderr=True)
+
+
+def cli_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """Turn user errors into one line on stderr and exit code 2."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return fn(*args, **kwargs)
+        except (InputError, SleuthError, ValueError) as e:
+            msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+            print(f"error: {msg}", file=sys.stderr)
+            raise typer.Exit(2) from None
+
+    return wrapper
+
+
+def progress_bar() -> Progress:
+    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                    console=console, transient=False)
+
+
+IndexOpt = Annotated[Path, typer.Option("--index", "-i", help="Index folder.")]
+JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
+
+
+@app.command()
+@cli_errors
+def ingest(
+    paths: Annotated[list[Path], typer.Argument(help="JSONL files, folders, zips, mbox/.eml files.")],
+    index: IndexOpt,
+    embedder: Annotated[str, typer.Option(help="minilm | hash[:DIM] | st:PATH | openai:MODEL@URL")] = "minilm",
+    chunk_tokens: Annotated[int, typer.Option(help="Max o200k tokens per chunk.")] = 512,
+    overlap_tokens: Annotated[int, typer.Option(help="Tokens shared by consecutive chunks.")] = 48,
+    chroma_url: Annotated[str | None, typer.Option(help="Use a Chroma server (http://host:port).")] = None,
+    batch_size: Annotated[int, typer.Option(help="Chunks embedded per batch.")] = 128,
+    repair: Annotated[bool, typer.Option(help="Roll back an interrupted ingest instead.")] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Read, chunk, embed and index documents (resumable: rerun the same command after a crash)."""
+    from sleuth.corpus.readers import read_documents
+    from sleuth.index import Index
+
+    docs = [] if repair else read_documents(paths)  # read everything first: bad input writes nothing
+    idx = Index.create(index, embedder=embedder, chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens,
+                       chroma_url=chroma_url)
+    if repair:
+        stats = idx.repair()
+    else:
+        with progress_bar() as bar:
+            task = bar.add_task("embedding chunks", total=None)
+
+            def report(phase: str, done: int, total: int) -> None:
+                bar.update(task, completed=done, total=total)
+
+            stats = idx.ingest(docs, batch_size=batch_size, progress=report)
+    if as_json:
+        print(json.dumps(stats))
+    else:
+        console.print(f"indexed {stats['index_documents']} documents / {stats['index_chunks']} chunks in {index}")
+
+
+def _toolbox(index: Path, reranker: str | None = None):
+    from sleuth.index import Index
+    from sleuth.tools.rerank import make_reranker
+    from sleuth.tools.toolbox import Toolbox
+
+    return Toolbox(Index.open(index), reranker=make_reranker(reranker))
+
+
+def _print_result(result, as_json: bool) -> None:
+    from sleuth.tools.types import render_result
+
+    if as_json:
+        out: list[dict[str, Any]] = [c.model_dump() for c in result.chunks]
+        if result.error is not None:
+            out.append({"error": result.error})
+        print(json.dumps(out, ensure_ascii=False))
+    else:
+        print(render_result(result))
+    if result.error is not None:
+        raise typer.Exit(1)
+
+
+@tools_app.command("search")
+@cli_errors
+def tools_search(
+    query: str, index: IndexOpt,
+    exclude: Annotated[list[str] | None, typer.Option("--exclude", help="Chunk id to exclude.")] = None,
+    reranker: Annotated[str | None, typer.Option(help="none | cross-encoder:PATH | endpoint:MODEL@URL")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """One search_corpus call."""
+    _print_result(_toolbox(index, reranker).search_corpus(query, exclude=set(exclude or [])), as_json)
+
+
+@tools_app.command("grep")
+@cli_errors
+def tools_grep(pattern: str, index: IndexOpt, as_json: JsonOpt = False) -> None:
+    """One grep_corpus call."""
+    _print_result(_toolbox(index).grep_corpus(pattern), as_json)
+
+
+@tools_app.command("read")
+@cli_errors
+def tools_read(
+    doc_id: str, index: IndexOpt,
+    query: Annotated[str | None, typer.Option(help="Keep the chunks most relevant to this.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """One read_document call."""
+    _print_result(_toolbox(index).read_document(doc_id, query=query), as_json)
+
+
+if __name__ == "__main__":
+    app()

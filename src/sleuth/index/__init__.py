@@ -1,0 +1,5 @@
+"""Chunk storage and search primitives (Chroma + bm25s)."""
+
+from sleuth.index.store import Index
+
+__all__ = ["Index"]

@@ -1,0 +1,116 @@
+"""The lexical side of the index: chunk texts in memory plus a bm25s BM25 index.
+
+Chroma's embedded mode has no BM25, so this lives beside it. It is derived data: it is
+rebuilt from Chroma whenever its stamp (ingest generation + chunk count) does not match,
+which is how a crash between the two writes is repaired on the next open.
+
+Why bm25s over tantivy (measured in ``benchmarks/bm25_choice.py``): both answer in about a
+millisecond, but bm25s returns the full score vector, so excluding thousands of seen ids is
+an exact mask applied before top-k (the search digs deeper instead of coming back empty);
+it is a small numpy/scipy package whose index is plain ``.npy`` files.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import bm25s
+import numpy as np
+import Stemmer
+
+from sleuth.io import atomic_write_text
+
+_STEMMER = Stemmer.Stemmer("english")
+
+
+def tokenize(texts: list[str]) -> list[list[str]]:
+    """Lower-case word tokens, English stop words removed, Snowball-stemmed."""
+    return bm25s.tokenize(texts, stopwords="en", stemmer=_STEMMER, return_ids=False, show_progress=False)
+
+
+@dataclass
+class ChunkRow:
+    id: str
+    doc_id: str
+    idx: int
+    text: str
+    tokens: int
+
+
+@dataclass
+class LexicalIndex:
+    rows: list[ChunkRow]
+    stamp: dict
+    retriever: bm25s.BM25 | None = None
+    row_of: dict[str, int] = field(init=False)
+    rows_of_doc: dict[str, list[int]] = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.row_of = {r.id: i for i, r in enumerate(self.rows)}
+        self.rows_of_doc = {}
+        for i, r in enumerate(self.rows):
+            self.rows_of_doc.setdefault(r.doc_id, []).append(i)
+        for doc_rows in self.rows_of_doc.values():
+            doc_rows.sort(key=lambda i: self.rows[i].idx)
+
+    @classmethod
+    def build(cls, rows: list[ChunkRow], stamp: dict) -> LexicalIndex:
+        rows = sorted(rows, key=lambda r: (r.doc_id, r.idx))
+        retriever = None
+        if rows:
+            retriever = bm25s.BM25()
+            retriever.index(tokenize([r.text for r in rows]), show_progress=False)
+        return cls(rows=rows, stamp=stamp, retriever=retriever)
+
+    def search(self, query: str, k: int, exclude_rows: np.ndarray | None = None) -> list[tuple[str, float]]:
+        """Top-``k`` chunks by BM25 with a positive score, never one of ``exclude_rows``."""
+        if self.retriever is None:
+            return []
+        terms = [t for t in tokenize([query])[0] if t in self.retriever.vocab_dict]
+        if not terms:
+            return []
+        scores = self.retriever.get_scores(terms).astype(np.float64)
+        if exclude_rows is not None and len(exclude_rows):
+            scores[exclude_rows] = 0.0
+        positive = np.flatnonzero(scores > 0)
+        if not len(positive):
+            return []
+        top = positive[np.argsort(-scores[positive], kind="stable")[:k]]
+        return [(self.rows[i].id, float(scores[i])) for i in top]
+
+    def rows_for(self, ids) -> np.ndarray:
+        return np.fromiter((self.row_of[i] for i in ids if i in self.row_of), dtype=np.int64)
+
+    # -- persistence -----------------------------------------------------------------
+    def save(self, folder: Path) -> None:
+        """Write to a fresh sibling folder, then swap it in, so a crash leaves the old copy."""
+        tmp = folder.with_name(f"{folder.name}.tmp-{os.getpid()}")
+        shutil.rmtree(tmp, ignore_errors=True)
+        tmp.mkdir(parents=True)
+        with open(tmp / "chunks.jsonl", "w", encoding="utf-8") as f:
+            for r in self.rows:
+                f.write(json.dumps(r.__dict__, ensure_ascii=False) + "\n")
+        if self.retriever is not None:
+            self.retriever.save(str(tmp / "bm25"))
+        atomic_write_text(tmp / "stamp.json", json.dumps(self.stamp))
+        old = folder.with_name(f"{folder.name}.old-{os.getpid()}")
+        if folder.exists():
+            os.replace(folder, old)
+        os.replace(tmp, folder)
+        shutil.rmtree(old, ignore_errors=True)
+
+    @classmethod
+    def load(cls, folder: Path) -> LexicalIndex | None:
+        """Load a saved index; ``None`` when missing or unreadable (the caller rebuilds it)."""
+        try:
+            stamp = json.loads((folder / "stamp.json").read_text())
+            with open(folder / "chunks.jsonl", encoding="utf-8") as f:
+                rows = [ChunkRow(**json.loads(line)) for line in f]
+            retriever = bm25s.BM25.load(str(folder / "bm25")) if rows else None
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        return cls(rows=rows, stamp=stamp, retriever=retriever)

@@ -1,0 +1,181 @@
+"""The retrieval tools over an :class:`~sleuth.index.Index` (SPEC §2).
+
+``search_corpus``: BM25 top 25 + dense top 25 → RRF (k = 60) → 50 candidates → optional
+reranker → packed in rank order into ``max_tokens`` and at most 10 chunks. Excluded ids are
+removed inside both retrievers, before top-k, so a large exclusion set makes the search dig
+deeper rather than come back empty.
+
+``grep_corpus``: a regular expression (the ``regex`` module, which supports a time limit)
+over chunk texts in corpus order; at most 5 chunks; a bad or runaway pattern is a tool error.
+
+``read_document``: a document's chunks in order; over budget, the chunks most similar to the
+query that surfaced the document are kept (in document order) and the omission is stated.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+
+import numpy as np
+import regex
+
+from sleuth.corpus.models import doc_id_of
+from sleuth.index import Index
+from sleuth.index.lexical import ChunkRow
+from sleuth.tokens import TokenCounter, default_counter
+from sleuth.tools.rerank import Reranker
+from sleuth.tools.rrf import rrf
+from sleuth.tools.types import ChunkHit, ToolResult, render_chunk
+
+
+@dataclass
+class ToolConfig:
+    """Retrieval settings; defaults follow the Context-1 report."""
+
+    bm25_k: int = 25  # lexical candidates
+    dense_k: int = 25  # dense candidates
+    rrf_k: int = 60  # RRF smoothing constant
+    candidates: int = 50  # fused candidates passed to the reranker
+    search_max_tokens: int = 4096  # per-call output budget of search_corpus
+    search_max_chunks: int = 10
+    grep_max_chunks: int = 5
+    grep_timeout_s: float = 0.5  # wall-clock limit for one grep over the corpus
+    read_max_tokens: int = 4096
+
+
+def _hit(row: ChunkRow, score: float | None) -> ChunkHit:
+    return ChunkHit(id=row.id, doc_id=row.doc_id, text=row.text, tokens=row.tokens, score=score)
+
+
+def _ranges(idxs: list[int]) -> str:
+    """``[1, 2, 3, 7]`` → ``"1-3, 7"``."""
+    out, start = [], None
+    for i, x in enumerate(idxs):
+        if start is None:
+            start = x
+        if i + 1 == len(idxs) or idxs[i + 1] != x + 1:
+            out.append(str(start) if start == x else f"{start}-{x}")
+            start = None
+    return ", ".join(out)
+
+
+class Toolbox:
+    """Implements :class:`sleuth.tools.base.Tools` over an index."""
+
+    def __init__(self, index: Index, config: ToolConfig | None = None, reranker: Reranker | None = None,
+                 counter: TokenCounter | None = None):
+        self.index = index
+        self.config = config or ToolConfig()
+        self.reranker = reranker
+        self.counter = counter or default_counter()
+        self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="sleuth-retrieve")
+
+    def block_tokens(self, hit: ChunkHit) -> int:
+        """Tokens of the block the policy sees for this chunk, separator included."""
+        return self.counter.count(render_chunk(hit)) + 1
+
+    def _pack(self, hits: list[ChunkHit], max_tokens: int, max_chunks: int) -> tuple[list[ChunkHit], int]:
+        """Whole chunks in rank order while both limits hold; oversized ones are skipped."""
+        packed, used = [], 0
+        for h in hits:
+            if len(packed) >= max_chunks:
+                break
+            cost = self.block_tokens(h)
+            if used + cost <= max_tokens:
+                packed.append(h)
+                used += cost
+        return packed, used
+
+    # -- search_corpus -----------------------------------------------------------------
+    def fused_candidates(self, query: str, exclude: Collection[str] = ()) -> list[tuple[str, float]]:
+        """BM25 and dense candidates (run concurrently) fused by RRF, minus ``exclude``."""
+        cfg, excluded = self.config, frozenset(exclude)
+        lexical = self._pool.submit(self.index.lexical_search, query, cfg.bm25_k, excluded)
+        qvec = self.index.embedder.embed_query(query)
+        dense = self.index.dense_search(qvec, cfg.dense_k, excluded)
+        ranked = [[i for i, _ in lexical.result()], [i for i, _ in dense]]
+        return rrf(ranked, k=cfg.rrf_k)[: cfg.candidates]
+
+    def search_corpus(self, query: str, exclude: Collection[str] = (), max_tokens: int | None = None) -> ToolResult:
+        if not isinstance(query, str) or not query.strip():
+            return ToolResult(tool="search_corpus", error="query must be a non-empty string")
+        fused = self.fused_candidates(query, exclude)
+        hits = [_hit(self.index.chunk(cid), score) for cid, score in fused]
+        if self.reranker is not None and hits:
+            scores = self.reranker.score(query, [h.text for h in hits])
+            for h, s in zip(hits, scores, strict=True):
+                h.score = s
+            hits.sort(key=lambda h: -h.score)
+        budget = self.config.search_max_tokens if max_tokens is None else min(max_tokens, self.config.search_max_tokens)
+        packed, _ = self._pack(hits, budget, self.config.search_max_chunks)
+        note = None
+        if hits and not packed:
+            note = f"(No result fits in the {budget} tokens left; prune chunks or give your final answer.)"
+        return ToolResult(tool="search_corpus", chunks=packed, note=note)
+
+    # -- grep_corpus -------------------------------------------------------------------
+    def grep_corpus(self, pattern: str, exclude: Collection[str] = (), max_tokens: int | None = None) -> ToolResult:
+        if not isinstance(pattern, str) or not pattern:
+            return ToolResult(tool="grep_corpus", error="pattern must be a non-empty string")
+        try:
+            compiled = regex.compile(pattern)
+        except (regex.error, ValueError, OverflowError) as e:
+            return ToolResult(tool="grep_corpus", error=f"invalid regular expression: {e}")
+        excluded = frozenset(exclude)
+        limit = self.config.grep_timeout_s
+        deadline = time.perf_counter() + limit
+        matches: list[ChunkHit] = []
+        try:
+            for row in self.index.lexical.rows:
+                if row.id in excluded:
+                    continue
+                remaining = deadline - time.perf_counter()
+                if remaining <= 0:
+                    raise TimeoutError
+                if compiled.search(row.text, timeout=remaining):
+                    matches.append(_hit(row, None))
+                    if len(matches) >= self.config.grep_max_chunks:
+                        break
+        except TimeoutError:
+            return ToolResult(tool="grep_corpus", error=(
+                f"pattern took longer than {limit:g}s (catastrophic backtracking?); simplify it"))
+        budget = self.config.search_max_tokens if max_tokens is None else max_tokens
+        packed, _ = self._pack(matches, budget, self.config.grep_max_chunks)
+        note = None if len(packed) == len(matches) else f"({len(matches) - len(packed)} matching chunks did not fit the token budget.)"
+        return ToolResult(tool="grep_corpus", chunks=packed, note=note)
+
+    # -- read_document -----------------------------------------------------------------
+    def read_document(self, doc_id: str, query: str | None = None, max_tokens: int | None = None) -> ToolResult:
+        if not isinstance(doc_id, str) or not doc_id.strip():
+            return ToolResult(tool="read_document", error="doc_id must be a non-empty string")
+        rows = self.index.document_chunks(doc_id) or self.index.document_chunks(doc_id_of(doc_id))
+        if not rows:
+            return ToolResult(tool="read_document", error=f"unknown document {doc_id!r}")
+        budget = self.config.read_max_tokens if max_tokens is None else min(max_tokens, self.config.read_max_tokens)
+        hits = [_hit(r, None) for r in rows]
+        costs = [self.block_tokens(h) for h in hits]
+        if sum(costs) <= budget:
+            return ToolResult(tool="read_document", chunks=hits)
+        order = self._relevance_order(rows, query)
+        keep, used = set(), 0
+        for i in order:
+            if used + costs[i] <= budget:
+                keep.add(i)
+                used += costs[i]
+        kept = [h for i, h in enumerate(hits) if i in keep]
+        omitted = [r.idx for i, r in enumerate(rows) if i not in keep]
+        how = "most relevant to your search" if query else "from the start"
+        note = (f"(Document {rows[0].doc_id} has {len(rows)} chunks; showing {len(kept)} {how} within "
+                f"{budget} tokens; omitted chunks {_ranges(omitted)}.)")
+        return ToolResult(tool="read_document", chunks=kept, note=note)
+
+    def _relevance_order(self, rows: list[ChunkRow], query: str | None) -> list[int]:
+        """Chunk positions by cosine similarity to ``query`` (document order without a query)."""
+        if not query:
+            return list(range(len(rows)))
+        vecs = self.index.embeddings([r.id for r in rows])
+        sims = vecs @ self.index.embedder.embed_query(query)
+        return [int(i) for i in np.argsort(-sims, kind="stable")]
