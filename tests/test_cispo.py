@@ -214,19 +214,19 @@ def test_per_sequence_advantages_broadcast_like_per_token(shape):
 
 
 def test_stats_split_clipping_by_sign_of_advantage():
-    # ratios 10 (A>0), 10 (A<0), 1 (A>0), 0.1 (A>0); w_min = 0.5 so the last is below the floor
-    ratios = torch.tensor([[10.0, 10.0, 1.0, 0.1]])
-    logp = torch.full((1, 4), -1.0)
-    adv = torch.tensor([[1.0, -1.0, 1.0, 1.0]])
-    loss, stats = cispo_loss(logp, logp - ratios.log(), adv, torch.ones(1, 4), w_min=0.5)
+    # ratios 10 (A>0), 10 (A<0), 10 (A=0), 1, 0.1; w_min = 0.5 so the last is below the floor
+    ratios = torch.tensor([[10.0, 10.0, 10.0, 1.0, 0.1]])
+    logp = torch.full((1, 5), -1.0)
+    adv = torch.tensor([[1.0, -1.0, 0.0, 1.0, 1.0]])
+    _, stats = cispo_loss(logp, logp - ratios.log(), adv, torch.ones(1, 5), w_min=0.5)
     assert stats == pytest.approx(
         {
-            "n_tokens": 4.0,
-            "ratio_mean": (10 + 10 + 1 + 0.1) / 4,
+            "n_tokens": 5.0,
+            "ratio_mean": (10 + 10 + 10 + 1 + 0.1) / 5,
             "ratio_max": 10.0,
-            "clip_frac_pos": 0.25,
-            "clip_frac_neg": 0.25,
-            "clip_frac_low": 0.25,
+            "clip_frac_pos": 0.2,
+            "clip_frac_neg": 0.2,
+            "clip_frac_low": 0.2,
         }
     )
     assert all(isinstance(v, float) for v in stats.values())  # no entropy key unless given

@@ -54,7 +54,8 @@ class SentenceTransformerEmbedder:
 
         self.model = SentenceTransformer(path, device=device, local_files_only=True)
         self.spec = spec or f"st:{path}"
-        self.dim = int(self.model.get_sentence_embedding_dimension())
+        getter = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        self.dim = int(getter())
 
     def embed_documents(
         self, texts: Sequence[str], batch_size: int = 64, progress: Progress | None = None

@@ -81,8 +81,8 @@ def parse_answer(
 
     Example::
 
-        >>> parse_answer('<Document id="a_1"><Justification>Names X.</Justification></Document>')
-        ... .doc_ids
+        >>> reply = '<Document id="a_1"><Justification>X.</Justification></Document>'
+        >>> parse_answer(reply).doc_ids
         ['a']
     """
     known = dict(known_chunks or {})

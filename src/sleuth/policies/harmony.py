@@ -95,7 +95,9 @@ def _assistant(msg: dict[str, Any]) -> list[Message]:
     out = []
     reasoning = msg.get("reasoning") or msg.get("reasoning_content")
     if reasoning:
-        out.append(Message.from_role_and_content(Role.ASSISTANT, reasoning).with_channel("analysis"))
+        out.append(
+            Message.from_role_and_content(Role.ASSISTANT, reasoning).with_channel("analysis")
+        )
     calls = msg.get("tool_calls") or []
     text = _text(msg.get("content"))
     if text:
@@ -218,7 +220,9 @@ def _parse_messages(token_ids: Sequence[int]) -> list[Message] | None:
     enc = harmony_encoding()
     for strict in (True, False):
         try:
-            return enc.parse_messages_from_completion_tokens(token_ids, Role.ASSISTANT, strict=strict)
+            return enc.parse_messages_from_completion_tokens(
+                token_ids, Role.ASSISTANT, strict=strict
+            )
         except HarmonyError:
             continue
     return None
@@ -321,7 +325,7 @@ class HarmonyPolicy:
         self.conversation_start_date = conversation_start_date
         self.prompt_format = prompt_format
         enc = harmony_encoding()
-        self.stop_token_ids = stop_token_ids or enc.stop_tokens_for_assistant_actions()
+        self.stop_token_ids = stop_token_ids or sorted(enc.stop_tokens_for_assistant_actions())
         self.max_retries = max_retries
         self.backoff_s = backoff_s
 

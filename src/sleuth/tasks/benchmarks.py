@@ -185,7 +185,7 @@ def _musique_record(rec: dict[str, Any]) -> _Record | None:
             "hops": hops,
         },
         gold_titles=_unique(_clean_title(p["title"]) for p in supporting),
-        paragraphs=[(_clean_title(p["title"]), p["paragraph_text"]) for p in paragraphs],
+        paragraphs=[(_clean_title(p["title"]), p["paragraph_text"].strip()) for p in paragraphs],
     )
 
 

@@ -57,7 +57,9 @@ def cispo_loss(
         w_max: absolute upper bound of the importance weight (not a delta from 1).
         aggregation: ``token_mean`` divides the token sum by the number of mask-1 tokens in the
             batch (DAPO, M1); ``token_sum`` does not divide (Tinker); ``prompt_mean`` takes the
-            token mean within each prompt group, then the mean over groups (ScaleRL).
+            token mean within each prompt group, then the mean over groups (ScaleRL). When one
+            optimiser step accumulates several calls, use ``token_sum`` and divide by the step's
+            token count, or small micro-batches weigh as much as large ones.
         group_ids: (B,) prompt-group id of each sequence; required by ``prompt_mean``.
         ref_logprobs: (B, T) log-probs under a reference policy, for the optional KL penalty.
         kl_coef: weight of the KL penalty; 0 (the default, as in M1) disables it. The penalty is

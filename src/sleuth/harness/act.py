@@ -1,0 +1,108 @@
+"""Running one turn's tool calls: dispatch, concurrency, dedup and cutting results to fit.
+
+Calls of one turn run concurrently on a thread pool (retrieval is I/O- or native-bound, so
+threads overlap well) and their results come back in call order. A call that raises or runs
+past its time limit becomes an error result; nothing here lets an exception escape.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from concurrent.futures import Executor
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass
+from time import perf_counter
+
+from sleuth.errors import ToolError
+from sleuth.harness.schemas import GREP_CORPUS, READ_DOCUMENT, SEARCH_CORPUS
+from sleuth.tools.base import Tools
+from sleuth.tools.types import ToolResult
+
+
+@dataclass(frozen=True)
+class ToolJob:
+    """One call ready to run: the tool, its argument, and the harness-side limits."""
+
+    name: str
+    argument: str  # the query, pattern or doc id
+    max_tokens: int
+    exclude: Collection[str] = ()
+    read_query: str | None = None
+
+
+@dataclass(frozen=True)
+class JobOutcome:
+    result: ToolResult
+    started: float  # perf_counter() when the call started
+    duration_s: float
+
+
+def call_tool(tools: Tools, job: ToolJob) -> ToolResult:
+    """Dispatch one job; a tool exception becomes an error result the policy can read."""
+    try:
+        if job.name == SEARCH_CORPUS:
+            result = tools.search_corpus(job.argument, exclude=job.exclude, max_tokens=job.max_tokens)
+        elif job.name == GREP_CORPUS:
+            result = tools.grep_corpus(job.argument, exclude=job.exclude, max_tokens=job.max_tokens)
+        elif job.name == READ_DOCUMENT:
+            result = tools.read_document(
+                job.argument, query=job.read_query, max_tokens=job.max_tokens
+            )
+        else:
+            raise ValueError(f"not a retrieval tool: {job.name}")
+    except ToolError as exc:
+        return ToolResult(tool=job.name, error=str(exc))
+    except Exception as exc:  # a tool bug must not end the run; the policy sees what broke
+        return ToolResult(tool=job.name, error=f"the tool failed: {type(exc).__name__}: {exc}")
+    if not isinstance(result, ToolResult):
+        return ToolResult(tool=job.name, error=f"the tool returned {type(result).__name__}")
+    return result
+
+
+def _timed(tools: Tools, job: ToolJob) -> JobOutcome:
+    start = perf_counter()
+    result = call_tool(tools, job)
+    return JobOutcome(result, start, perf_counter() - start)
+
+
+def run_jobs(
+    tools: Tools, jobs: list[ToolJob], executor: Executor | None, timeout_s: float | None
+) -> list[JobOutcome]:
+    """Run ``jobs`` (concurrently when an executor is given); outcomes in job order."""
+    if executor is None or len(jobs) < 2:
+        return [_timed(tools, job) for job in jobs]
+    submitted = perf_counter()
+    futures = [executor.submit(_timed, tools, job) for job in jobs]
+    outcomes = []
+    for job, future in zip(jobs, futures, strict=True):
+        left = None if timeout_s is None else max(timeout_s - (perf_counter() - submitted), 0.0)
+        try:
+            outcomes.append(future.result(timeout=left))
+        except FutureTimeout:
+            future.cancel()
+            error = f"the tool did not answer within {timeout_s:g} s"
+            elapsed = perf_counter() - submitted
+            outcomes.append(JobOutcome(ToolResult(tool=job.name, error=error), submitted, elapsed))
+    return outcomes
+
+
+def drop_chunks(result: ToolResult, ids: Collection[str], note: str) -> tuple[ToolResult, list[str]]:
+    """A copy of ``result`` without the chunks in ``ids``, with ``note`` added when any went."""
+    kept = [c for c in result.chunks if c.id not in ids]
+    dropped = [c.id for c in result.chunks if c.id in ids]
+    if not dropped:
+        return result, []
+    return result.model_copy(update={"chunks": kept, "note": _join(result.note, note)}), dropped
+
+
+def keep_first(result: ToolResult, keep: int) -> ToolResult:
+    """A copy of ``result`` with only its first ``keep`` chunks, saying how many were cut."""
+    cut = len(result.chunks) - keep
+    if cut <= 0:
+        return result
+    note = f"[{cut} more chunk(s) were left out to fit the context budget.]"
+    return result.model_copy(update={"chunks": result.chunks[:keep], "note": _join(result.note, note)})
+
+
+def _join(first: str | None, second: str) -> str:
+    return f"{first}\n{second}" if first else second
