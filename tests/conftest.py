@@ -4,6 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
 from importlib import resources
 from pathlib import Path
 
@@ -35,12 +41,44 @@ def wiki_docs() -> list[Document]:
     return wiki_documents()
 
 
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
 @pytest.fixture(scope="session")
-def minilm_index(tmp_path_factory, wiki_docs):
-    """A real index over ~280 documents with the shipped all-MiniLM-L6-v2."""
+def chroma_server(tmp_path_factory):
+    """A real single-node Chroma server (`chroma run`) on 127.0.0.1."""
+    exe = shutil.which("chroma") or str(Path(sys.executable).parent / "chroma")
+    port = _free_port()
+    data = tmp_path_factory.mktemp("chroma-server")
+    proc = subprocess.Popen([exe, "run", "--path", str(data), "--host", "127.0.0.1", "--port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.time() + 60
+    while time.time() < deadline:
+        try:
+            with urllib.request.urlopen(f"{url}/api/v2/heartbeat", timeout=1):
+                break
+        except OSError:
+            time.sleep(0.2)
+    else:
+        proc.kill()
+        pytest.fail("chroma server did not start")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=20)
+
+
+@pytest.fixture(scope="session", params=["embedded", "server"])
+def minilm_index(request, tmp_path_factory, wiki_docs):
+    """A real index over ~280 documents with the shipped all-MiniLM-L6-v2, once on embedded
+    Chroma and once on a Chroma server, so every tool test runs against both."""
     from sleuth.index import Index
 
-    path = tmp_path_factory.mktemp("minilm") / "index"
-    index = Index.create(path, embedder="minilm", chunk_tokens=96, overlap_tokens=16)
+    url = request.getfixturevalue("chroma_server") if request.param == "server" else None
+    path = tmp_path_factory.mktemp(f"minilm-{request.param}") / "index"
+    index = Index.create(path, embedder="minilm", chunk_tokens=96, overlap_tokens=16, chroma_url=url)
     index.ingest(wiki_docs)
     return Index.open(path)

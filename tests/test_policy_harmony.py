@@ -284,3 +284,12 @@ def test_connection_error_is_raised_after_retries() -> None:
     policy = HarmonyPolicy(base_url=url, max_retries=1, backoff_s=0.01)
     with pytest.raises(openai.APIConnectionError):
         policy.generate(CONVERSATION, TOOLS, max_tokens=8)
+
+
+def test_text_prompt_format_sends_the_decoded_prompt(server: ScriptedServer) -> None:
+    final = _completion(Message.from_role_and_content(Role.ASSISTANT, "done").with_channel("final"))
+    server.replies.append((200, _reply(final, "token_id")))
+    policy = HarmonyPolicy(base_url=server.base_url, prompt_format="text")
+    assert policy.generate(CONVERSATION, TOOLS, max_tokens=64).text == "done"
+    prompt = render_prompt(CONVERSATION, TOOLS)
+    assert server.requests[0]["prompt"] == harmony_encoding().decode(prompt)

@@ -143,3 +143,11 @@ def test_chunk_hits_json_shape(toolbox):
     hit = toolbox.search_corpus("actress").chunks[0]
     assert set(hit.model_dump()) == {"id", "doc_id", "text", "tokens", "score"}
     assert isinstance(hit, ChunkHit)
+
+
+def test_backend_and_native_hybrid_detection(minilm_index):
+    """Embedded and single-node Chroma have no server-side BM25: detected, not assumed."""
+    assert minilm_index.native_hybrid is False
+    remote = minilm_index.manifest.get("chroma_url")
+    assert type(minilm_index.client).__name__ in ({"Client"} if not remote else {"Client", "HttpClient"})
+    assert minilm_index.collection.count() == len(minilm_index)

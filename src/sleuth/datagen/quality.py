@@ -69,9 +69,14 @@ class QualityReport(BaseModel):
     """Share of tasks whose top BM25 hit for the full query is a gold document (too easy);
     None when no task carries the ``bm25_top1_gold`` flag."""
     leakage_by_hops: dict[int, float]
+    one_search_rate: float | None
+    """Share of tasks whose every gold document is in the top BM25 hits (``bm25_gold_ranks``)
+    for the full query: one search finds them all. None when no task carries the ranks."""
     answer_in_distractor_rate: float
     """Share of distractor documents that contain the answer or an alias; must be 0."""
     distractors_per_task: float
+    distractors_rejected: int = 0
+    """Distractor candidates dropped because they contain the answer or an alias."""
 
 
 def build_report(
@@ -82,10 +87,12 @@ def build_report(
     generator: str,
     source: str,
     seed: int,
+    distractors_rejected: int = 0,
 ) -> QualityReport:
     """Summarise a run; answer-in-distractor is recomputed from ``documents`` (id → text)."""
     leak_flags = [_extra(t, "bm25_top1_gold") for t in tasks]
     flagged = [(t.hops, bool(f)) for t, f in zip(tasks, leak_flags, strict=True) if f is not None]
+    ranked = [r for r in (_extra(t, "bm25_gold_ranks") for t in tasks) if isinstance(r, list)]
     pairs = [(t, d) for t in tasks for d in t.distractor_doc_ids]
     leaked = sum(
         answer_in_text(t.answer, t.answer_aliases, documents.get(d, "")) for t, d in pairs
@@ -103,14 +110,17 @@ def build_report(
             hops: _mean([f for h, f in flagged if h == hops])
             for hops in sorted({h for h, _ in flagged})
         },
+        one_search_rate=_mean([None not in r for r in ranked]) if ranked else None,
         answer_in_distractor_rate=leaked / len(pairs) if pairs else 0.0,
         distractors_per_task=len(pairs) / len(tasks) if tasks else 0.0,
+        distractors_rejected=distractors_rejected,
     )
 
 
 def render_markdown(report: QualityReport) -> str:
     """The report as Markdown: a summary list, a stage table and the histograms."""
     leakage = "n/a" if report.leakage_rate is None else f"{report.leakage_rate:.1%}"
+    one_search = "n/a" if report.one_search_rate is None else f"{report.one_search_rate:.1%}"
     by_hops = ", ".join(f"{h} hop(s): {r:.1%}" for h, r in report.leakage_by_hops.items())
     lines = [
         f"## Quality report: {report.generator} on {report.source} (seed {report.seed})",
@@ -118,8 +128,10 @@ def render_markdown(report: QualityReport) -> str:
         f"- tasks: {report.tasks}",
         f"- leakage (gold doc is the top BM25 hit for the query): {leakage}"
         + (f" ({by_hops})" if by_hops else ""),
+        f"- every gold document in the top BM25 hits for the query: {one_search}",
         f"- answer in distractor: {report.answer_in_distractor_rate:.1%}",
-        f"- distractors per task: {report.distractors_per_task:.2f}",
+        f"- distractors per task: {report.distractors_per_task:.2f}"
+        f" ({report.distractors_rejected} candidates rejected for containing the answer)",
         "",
         "| stage | attempted | passed | pass rate | failure reasons |",
         "|---|---:|---:|---:|---|",

@@ -41,7 +41,9 @@ def call_tool(tools: Tools, job: ToolJob) -> ToolResult:
     """Dispatch one job; a tool exception becomes an error result the policy can read."""
     try:
         if job.name == SEARCH_CORPUS:
-            result = tools.search_corpus(job.argument, exclude=job.exclude, max_tokens=job.max_tokens)
+            result = tools.search_corpus(
+                job.argument, exclude=job.exclude, max_tokens=job.max_tokens
+            )
         elif job.name == GREP_CORPUS:
             result = tools.grep_corpus(job.argument, exclude=job.exclude, max_tokens=job.max_tokens)
         elif job.name == READ_DOCUMENT:
@@ -86,7 +88,9 @@ def run_jobs(
     return outcomes
 
 
-def drop_chunks(result: ToolResult, ids: Collection[str], note: str) -> tuple[ToolResult, list[str]]:
+def drop_chunks(
+    result: ToolResult, ids: Collection[str], note: str
+) -> tuple[ToolResult, list[str]]:
     """A copy of ``result`` without the chunks in ``ids``, with ``note`` added when any went."""
     kept = [c for c in result.chunks if c.id not in ids]
     dropped = [c.id for c in result.chunks if c.id in ids]
@@ -101,7 +105,9 @@ def keep_first(result: ToolResult, keep: int) -> ToolResult:
     if cut <= 0:
         return result
     note = f"[{cut} more chunk(s) were left out to fit the context budget.]"
-    return result.model_copy(update={"chunks": result.chunks[:keep], "note": _join(result.note, note)})
+    return result.model_copy(
+        update={"chunks": result.chunks[:keep], "note": _join(result.note, note)}
+    )
 
 
 def _join(first: str | None, second: str) -> str:

@@ -142,9 +142,7 @@ class Trajectory(BaseModel):
         return RunSummary(
             final_doc_ids=self.answer.doc_ids if self.answer else [],
             seen_chunks=self.seen_chunks(),
-            pruned_chunk_ids=[
-                i for e in self.tool_events() if e.prune for i in e.prune.requested
-            ],
+            pruned_chunk_ids=[i for e in self.tool_events() if e.prune for i in e.prune.requested],
             turn_tools=[[e.name for e in t.tool_events] for t in answered],
             peak_tokens=max((t.prompt_tokens for t in self.turns), default=0),
             total_tokens=sum(t.prompt_tokens + _completion_tokens(t.output) for t in answered),
@@ -202,7 +200,9 @@ def load_trajectory(path: str | Path) -> Trajectory:
         version = record.pop("schema_version", None)
         if version != SCHEMA_VERSION:
             raise InputError(
-                f"schema_version {version}, expected {SCHEMA_VERSION}", source=str(path), record=str(n)
+                f"schema_version {version}, expected {SCHEMA_VERSION}",
+                source=str(path),
+                record=str(n),
             )
         kind = record.pop("kind", None)
         if kind == "header":

@@ -90,5 +90,7 @@ class ContextView:
 
     def messages(self) -> list[Message]:
         """The exact messages of the next request (fresh copies; safe to keep)."""
-        rendered = [e.render(self.hidden) if isinstance(e, Observation) else e for e in self._entries]
+        rendered = [
+            e.render(self.hidden) if isinstance(e, Observation) else e for e in self._entries
+        ]
         return [dict(m) for m in self._head + rendered]

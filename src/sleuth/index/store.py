@@ -64,11 +64,23 @@ class Index:
         self.manifest = manifest
         self._embedder = embedder
         self.client = _chroma_client(path, manifest.get("chroma_url"))
-        self.collection = self.client.get_or_create_collection(
-            manifest.get("collection", COLLECTION), embedding_function=None,
-            configuration={"hnsw": {"space": "cosine"}},
-        )
+        self.collection, self.native_hybrid = self._open_collection(manifest)
         self._lexical: LexicalIndex | None = None
+
+    def _open_collection(self, manifest: dict):
+        """Open the chunk collection; on a Chroma server, first try one with a server-side BM25
+        sparse index (distributed Chroma / Chroma Cloud). Single-node and embedded Chroma refuse
+        sparse indexes, which we detect instead of assume, falling back to the local bm25s side."""
+        name = manifest.get("collection", COLLECTION)
+        config = {"hnsw": {"space": "cosine"}}
+        if manifest.get("chroma_url") and manifest.get("native_hybrid", True):
+            try:
+                return self.client.get_or_create_collection(
+                    name, schema=_sparse_schema(), embedding_function=None, configuration=config
+                ), True
+            except Exception:  # noqa: BLE001 - any refusal means "not supported here"
+                manifest["native_hybrid"] = False
+        return self.client.get_or_create_collection(name, embedding_function=None, configuration=config), False
 
     # -- opening -----------------------------------------------------------------------
     @classmethod
@@ -253,6 +265,34 @@ class Index:
 
     def __len__(self) -> int:
         return len(self.lexical.rows)
+
+
+SPARSE_KEY = "bm25_sparse"
+
+
+def _sparse_schema():
+    from chromadb import Schema
+    from chromadb.api.types import SparseVectorIndexConfig
+    from chromadb.execution.expression.operator import Key
+    from chromadb.utils.embedding_functions import ChromaBm25EmbeddingFunction
+
+    config = SparseVectorIndexConfig(source_key=Key.DOCUMENT, embedding_function=ChromaBm25EmbeddingFunction())
+    return Schema().create_index(config=config, key=SPARSE_KEY)
+
+
+def native_hybrid_search(collection, query: str, query_vec: np.ndarray, k_each: int, rrf_k: int, limit: int,
+                         exclude: frozenset[str]) -> list[tuple[str, float]]:
+    """Server-side ``Search(Rrf(Knn dense, Knn BM25))`` minus ``exclude``; for servers that have it."""
+    from chromadb import Knn, Rrf, Search
+    from chromadb.execution.expression.operator import Key
+
+    ranks = [Knn(query=query_vec.tolist(), return_rank=True, limit=k_each),
+             Knn(query=query, key=SPARSE_KEY, return_rank=True, limit=k_each)]
+    search = Search().rank(Rrf(ranks=ranks, k=rrf_k)).limit(limit).select(Key.SCORE)
+    if exclude:
+        search = search.where(Key.ID.not_in(sorted(exclude)))
+    res = collection.search(search)
+    return [(cid, -float(score)) for cid, score in zip(res["ids"][0], res["scores"][0], strict=True)]
 
 
 def _read_manifest(path: Path) -> dict:

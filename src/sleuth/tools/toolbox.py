@@ -24,6 +24,7 @@ import regex
 
 from sleuth.corpus.models import doc_id_of
 from sleuth.index import Index
+from sleuth.index.store import native_hybrid_search
 from sleuth.index.lexical import ChunkRow
 from sleuth.tokens import TokenCounter, default_counter
 from sleuth.tools.rerank import Reranker
@@ -93,6 +94,10 @@ class Toolbox:
     def fused_candidates(self, query: str, exclude: Collection[str] = ()) -> list[tuple[str, float]]:
         """BM25 and dense candidates (run concurrently) fused by RRF, minus ``exclude``."""
         cfg, excluded = self.config, frozenset(exclude)
+        if self.index.native_hybrid:
+            qvec = self.index.embedder.embed_query(query)
+            return native_hybrid_search(self.index.collection, query, qvec, cfg.bm25_k, cfg.rrf_k,
+                                        cfg.candidates, excluded)
         lexical = self._pool.submit(self.index.lexical_search, query, cfg.bm25_k, excluded)
         qvec = self.index.embedder.embed_query(query)
         dense = self.index.dense_search(qvec, cfg.dense_k, excluded)

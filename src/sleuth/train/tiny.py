@@ -90,7 +90,9 @@ def build_tiny_model(
     seed: int = 0,
     corpus_texts: Iterable[str] | None = None,
 ) -> Path:
-    """Save a random Qwen2 causal LM and its locally trained tokenizer to ``out_dir``.
+    """Save a random Qwen2 causal LM (tied embeddings) and its locally trained tokenizer to
+    ``out_dir`` and return that path. ``vocab_size`` is the BPE target; the model's vocabulary
+    is the tokenizer's real size (608 tokens with the built-in sample text).
 
     Load it back with ``AutoModelForCausalLM.from_pretrained(out_dir)`` /
     ``AutoTokenizer.from_pretrained(out_dir)`` or ``LocalHFPolicy.load(out_dir)``.

@@ -1,0 +1,28 @@
+"""Synthetic task generation: strict quote matching, deterministic verification, the LLM-free
+offline generator and the quality report of a run."""
+
+from sleuth.datagen.offline import GENERATOR, OfflineConfig, generate_offline
+from sleuth.datagen.quality import QualityReport, render_markdown
+from sleuth.datagen.quotes import normalize, quote_in_source
+from sleuth.datagen.verify import (
+    FailReason,
+    QuoteEvidence,
+    VerifyResult,
+    answer_in_text,
+    verify_extraction,
+)
+
+__all__ = [
+    "GENERATOR",
+    "FailReason",
+    "OfflineConfig",
+    "QualityReport",
+    "QuoteEvidence",
+    "VerifyResult",
+    "answer_in_text",
+    "generate_offline",
+    "normalize",
+    "quote_in_source",
+    "render_markdown",
+    "verify_extraction",
+]
