@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import socket
@@ -23,17 +22,17 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
+PACKAGED_2WIKI = "data/benchmarks/2wikimultihopqa/2wikimultihopqa_dev_200.jsonl"
+
+
 def wiki_documents(n_questions: int = 30) -> list[Document]:
     """Pooled Wikipedia paragraphs (one document per title) of the first 2Wiki questions
     shipped in the package; a small real corpus for tool tests."""
-    path = resources.files("sleuth").joinpath("data/benchmarks/2wikimultihopqa/2wikimultihopqa_dev_200.jsonl")
-    docs: dict[str, Document] = {}
-    for line in path.read_text(encoding="utf-8").splitlines()[:n_questions]:
-        ctx = json.loads(line)["metadata"]["context"]
-        for title, sents in zip(ctx["title"], ctx["content"], strict=True):
-            doc_id = "w:" + title.replace(" ", "_")
-            docs.setdefault(doc_id, Document(id=doc_id, text=" ".join(sents), title=title))
-    return list(docs.values())
+    from sleuth.tasks import read_2wiki
+
+    docs, tasks = read_2wiki(str(resources.files("sleuth").joinpath(PACKAGED_2WIKI)))
+    wanted = {d for t in tasks[:n_questions] for d in t.gold_doc_ids + t.distractor_doc_ids}
+    return [d for d in docs if d.id in wanted]
 
 
 @pytest.fixture(scope="session")

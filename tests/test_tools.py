@@ -46,7 +46,7 @@ def test_search_ranks_equal_hand_computed_rrf_of_the_two_retrievers(toolbox, min
         assert hit.score == pytest.approx(scores[hit.id])
     got = [h.score for h in result.chunks]
     assert got == sorted(got, reverse=True)
-    assert result.chunks[0].doc_id == "w:Polish-Russian_War_(film)"
+    assert result.chunks[0].doc_id == "polish-russian-war-film"
 
 
 def test_excluded_ids_never_return_and_search_digs_deeper(toolbox, minilm_index):

@@ -134,5 +134,75 @@ def tools_read(
     _print_result(_toolbox(index).read_document(doc_id, query=query), as_json)
 
 
+ModelOpt = Annotated[str | None, typer.Option(help="Model name on an OpenAI-compatible server, or a local "
+                                             "HF folder / .gguf file when no --base-url is given.")]
+BaseUrlOpt = Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")]
+FormatOpt = Annotated[str, typer.Option("--format", help="chat (tool calling) | harmony (gpt-oss completions)")]
+PolicyOpt = Annotated[str | None, typer.Option(
+    help="local (SmolLM2, default) | heuristic | single-pass | bm25 | dense; ignored with --base-url")]
+
+
+def make_policy(policy: str | None = None, model: str | None = None, base_url: str | None = None,
+                api_key: str = "EMPTY", fmt: str = "chat", adapter: str | None = None,
+                max_new_tokens: int = 384):
+    """One policy from CLI options: a server (chat or harmony), a local model, or a scripted baseline."""
+    if base_url:
+        if not model:
+            raise InputError("--base-url needs --model (the served model name)")
+        if fmt == "harmony":
+            from sleuth.policies.harmony import HarmonyPolicy
+
+            return HarmonyPolicy(model=model, base_url=base_url, api_key=api_key)
+        if fmt != "chat":
+            raise InputError(f"unknown --format {fmt!r}; use chat or harmony")
+        from sleuth.policies.openai_chat import OpenAIChatPolicy
+
+        return OpenAIChatPolicy(model, base_url=base_url, api_key=api_key)
+    if policy in (None, "local") or model:
+        from sleuth.policies.local_hf import LocalHFPolicy, smollm2_gguf_path
+
+        path = model or str(smollm2_gguf_path())
+        return LocalHFPolicy.load(path, adapter=adapter, max_new_tokens=max_new_tokens, temperature=0.7, seed=0)
+    from sleuth.eval.baselines import make_policy as make_baseline
+
+    return make_baseline(policy)
+
+
+@app.command()
+@cli_errors
+def run(
+    query: str, index: IndexOpt,
+    model: ModelOpt = None, base_url: BaseUrlOpt = None,
+    api_key: Annotated[str, typer.Option(envvar="OPENAI_API_KEY", help="API key for --base-url.")] = "EMPTY",
+    fmt: FormatOpt = "chat", policy: PolicyOpt = None,
+    adapter: Annotated[str | None, typer.Option(help="LoRA adapter folder for a local model.")] = None,
+    budget: Annotated[int, typer.Option(help="Token budget T.")] = 32768,
+    max_turns: Annotated[int, typer.Option(help="Maximum turns.")] = 128,
+    max_reply_tokens: Annotated[int | None, typer.Option(help="Cap on each reply's length.")] = None,
+    trajectory: Annotated[Path | None, typer.Option(help="Write the trajectory JSONL here.")] = None,
+    reranker: Annotated[str | None, typer.Option(help="none | cross-encoder:PATH | endpoint:MODEL@URL")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run the subagent on one query: ranked documents (+ the trajectory file)."""
+    from dataclasses import replace
+
+    from sleuth.harness import BudgetConfig, HarnessConfig, run_query
+
+    tools = _toolbox(index, reranker)
+    chosen = make_policy(policy, model, base_url, api_key, fmt, adapter)
+    local = base_url is None
+    config = HarnessConfig(budget=replace(BudgetConfig(), max_turns=max_turns),
+                           max_reply_tokens=max_reply_tokens or (1024 if local else None),
+                           echo_reasoning=fmt == "harmony")
+    result = run_query(tools, query, policy=chosen, budget=budget, trajectory=trajectory, config=config)
+    if as_json:
+        print(json.dumps(result, ensure_ascii=False))
+        return
+    for d in result["documents"]:
+        console.print(f"[bold]{d['rank']:>2}. {d['id']}[/bold]  {d['justification']}")
+    console.print(f"{result['turns']} turns, {result['tool_calls']} tool calls, peak {result['peak_tokens']} "
+                  f"tokens; trajectory: {result['trajectory']}")
+
+
 if __name__ == "__main__":
     app()

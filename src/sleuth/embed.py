@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import threading
 from collections.abc import Callable, Sequence
 from functools import cache
 from typing import Protocol
@@ -53,6 +54,7 @@ class SentenceTransformerEmbedder:
         from sentence_transformers import SentenceTransformer
 
         self.model = SentenceTransformer(path, device=device, local_files_only=True)
+        self._lock = threading.Lock()  # parallel tool calls share one model
         self.spec = spec or f"st:{path}"
         getter = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
         self.dim = int(getter())
@@ -62,9 +64,10 @@ class SentenceTransformerEmbedder:
     ) -> np.ndarray:
         out = []
         for batch in _batched(list(texts), batch_size):
-            vecs = self.model.encode(
-                batch, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True
-            )
+            with self._lock:
+                vecs = self.model.encode(
+                    batch, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True
+                )
             out.append(vecs.astype(np.float32))
             if progress:
                 progress(len(batch))

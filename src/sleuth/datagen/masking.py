@@ -25,18 +25,27 @@ _DASH_CLASS = "[-\u2010\u2011\u2012\u2013\u2014\u2015\u2212]"
 _QUOTE_CLASS = "['\u2018\u2019\u02bc`]"
 _PAREN = re.compile(r"\s*\(([^()]*)\)\s*$")
 _BOUNDARY = re.compile(r"[.!?][\"'\u201d\u2019)\]]*\s+|\n\s*\n")
-_ABBREVIATIONS = frozenset(
+
+
+def _vocabulary(words: str) -> frozenset[str]:
+    return frozenset(words.split())
+
+
+_ABBREVIATIONS = _vocabulary(
     "mr mrs ms dr st jr sr mt ft no vs etc inc ltd co corp gen col lt sgt capt prof rev hon"
-    " jan feb mar apr jun jul aug sep sept oct nov dec u.s u.k e.g i.e c ca approx".split()
+    " jan feb mar apr jun jul aug sep sept oct nov dec u.s u.k e.g i.e c ca approx"
 )
 _YEAR = re.compile(r"(?<![\w.,])(1\d{3}|20\d{2})(s?)(?!\w)(?![.,]\d)")
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)*(?:st|nd|rd|th)?")
 _WORD = re.compile(r"[^\W\d_]{3,}")
-_LIFE_DATES = re.compile(r"\(\s*(?:born|n\u00e9e|died|b\.|d\.|\d{1,2}\s+\w+\s+\d{4}|\w+\s+\d{1,2},\s*\d{4}|\d{4})")
+# A parenthetical with "born"/"née"/"died" or a range of dates: "( 1860- 1929)".
+_LIFE_DATES = re.compile(
+    r"\([^()]*\b(?:born|n\u00e9e|died)\b|\([^()]*\b\d{3,4}\s*[-\u2013\u2014][^()]*\d{3,4}\b"
+)
 
-# The head noun after "is a ..." in a first sentence names the kind of entity (checked in order
-# of appearance). Person nouns collapse to "person": the question asks "which person".
-_PERSON_NOUNS = frozenset(
+# The head noun after "is a ..." in a first sentence names the kind of entity (see infer_kind).
+# Person nouns collapse to "person": the question asks "who is".
+_PERSON_NOUNS = _vocabulary(
     "actor actress singer songwriter rapper musician composer conductor pianist guitarist"
     " drummer politician writer author novelist poet playwright journalist director producer"
     " screenwriter filmmaker cinematographer editor painter artist sculptor photographer designer"
@@ -51,20 +60,37 @@ _PERSON_NOUNS = frozenset(
     " inventor explorer aviator pilot astronaut chef critic publisher banker merchant farmer"
     " rabbi monarch ruler regent governor mayor senator minister president chancellor"
     " statesman revolutionary psychologist sociologist linguist anthropologist archaeologist"
-    " astronomer botanist zoologist geologist jurist man woman".split()
+    " astronomer botanist zoologist geologist jurist man woman goalkeeper defender midfielder"
+    " striker pitcher quarterback jockey driver racer skater skier sprinter golfer daughter son"
+    " wife husband mother father"
 )
-_KINDS = frozenset(
+_KINDS = _vocabulary(
     "film album song single novel book play opera musical series show band group game magazine"
     " newspaper company corporation airline university college school village town city"
     " municipality commune comune district county province region state country island river"
     " lake mountain church cathedral building bridge station airport stadium castle palace"
     " museum ship team club party organization award festival battle war character painting"
     " poem dynasty kingdom place neighborhood suburb park hospital journal episode"
-    " documentary franchise sitcom".split()
+    " documentary franchise sitcom anthology collection compilation"
 )
 _KIND_ALIASES = {"movie": "film", "single": "song", "show": "series", "sitcom": "series"}
 _DEFINITION = re.compile(r"\b(?:is|was|are|were)\s+(?:a|an|the|one of the)\b", re.IGNORECASE)
-_CONNECTORS = frozenset("of de da del der di du la le van von bin ibn the and no y".split())
+_PHRASE_END = re.compile(
+    r"[,;:()]|\b(?:in|of|by|for|from|at|on|with|about|that|which|who|whose|where|and|or|set"
+    r"|located|situated|based|born|directed|written|produced|released|known|founded|named"
+    r"|starring|featuring|performed|recorded|created|developed|published|owned|operated"
+    r"|designed|built|headquartered|serving|including)\b"
+)
+# Words that identify nothing: function words, and months (dates are half-masked).
+_UNSEARCHABLE = _vocabulary(
+    "the and was were has had have his her hers him she they them their its this that these"
+    " those who whom whose which what when where while with from for into onto than then also"
+    " are been being but not nor all any both each other such only own same very can will"
+    " would could should may might one two three first second after before between during"
+    " about over under born died known later became became january february march april may"
+    " june july august september october november december"
+)
+_CONNECTORS = _vocabulary("of de da del der di du la le van von bin ibn the and no y")
 
 
 @dataclass(frozen=True)
@@ -101,7 +127,7 @@ def split_sentences(text: str) -> list[Span]:
 
 
 def _is_abbreviation(text: str, dot: int) -> bool:
-    word = re.search(r"[\w.]*$", text[:dot]).group().casefold()
+    word = re.findall(r"[\w.]*$", text[max(0, dot - 24) : dot])[0].casefold()
     return text[dot] == "." and (len(word) == 1 or word in _ABBREVIATIONS or "." in word)
 
 
@@ -120,8 +146,8 @@ def base_title(title: str) -> str:
 
 def ascii_fold(text: str) -> str:
     """Accents removed (``Żuławski`` → ``Zuławski``), for aliases a searcher may type."""
-    decomposed = unicodedata.normalize("NFKD", text)
-    return unicodedata.normalize("NFC", "".join(c for c in decomposed if not unicodedata.combining(c)))
+    kept = (c for c in unicodedata.normalize("NFKD", text) if not unicodedata.combining(c))
+    return unicodedata.normalize("NFC", "".join(kept))
 
 
 def profile_document(doc: Document) -> Entity | None:
@@ -142,14 +168,19 @@ def profile_document(doc: Document) -> Entity | None:
 
 
 def infer_kind(title: str, first_sentence: str) -> str:
-    """``person`` if the first sentence carries life dates or a person noun defines it, else the
-    first category noun after "is a", else the title's parenthetical, else ``entity``."""
-    if _LIFE_DATES.search(first_sentence[:200]):
-        return "person"
+    """``person`` if the subject carries life dates or a person noun defines it, else the
+    category noun after "is a", else the title's parenthetical, else ``entity``."""
     match = _DEFINITION.search(first_sentence)
+    # Life dates belong to the subject, before "is a"; "( 1943)" after it dates something else.
+    if _LIFE_DATES.search(first_sentence[: match.start() if match else 200]):
+        return "person"
     if match:
-        for word in re.findall(r"[a-z]+", first_sentence[match.end() :].lower())[:12]:
-            kind = _kind_of(word) or _kind_of(word.removesuffix("s"))
+        rest = first_sentence[match.end() :].lower()
+        # The head noun ends the phrase before "in", "by", a comma...: "a documentary film
+        # festival set in" is a festival. Failing that, the first kind noun nearby.
+        phrase = _PHRASE_END.split(rest, maxsplit=1)[0]
+        for words in (reversed(_words(phrase)), _words(rest)[:12]):
+            kind = next(filter(None, map(_kind_of, words)), None)
             if kind:
                 return kind
     paren = _PAREN.search(title)
@@ -157,11 +188,16 @@ def infer_kind(title: str, first_sentence: str) -> str:
     return _kind_of(last) or "entity"
 
 
+def _words(text: str) -> list[str]:
+    return re.findall(r"[a-z]+(?:-[a-z]+)*", text)
+
+
 def _kind_of(word: str) -> str | None:
-    if word in _PERSON_NOUNS:
-        return "person"
-    if word in _KINDS or word in _KIND_ALIASES:
-        return _KIND_ALIASES.get(word, word)
+    for form in (word, word.removesuffix("s")):
+        if form in _PERSON_NOUNS:
+            return "person"
+        if form in _KINDS or form in _KIND_ALIASES:
+            return _KIND_ALIASES.get(form, form)
     return None
 
 
@@ -226,12 +262,14 @@ def _name_spans(text: str, masks: Sequence[tuple[Entity, str]]) -> list[tuple[in
 
 
 def _standalone(text: str, surname: str) -> list[Span]:
-    """Occurrences of a surname not preceded by another capitalised word (``Eliza Wigham`` is
-    someone else)."""
+    """Occurrences of a surname not next to another capitalised word (``Eliza Wigham`` and
+    ``Sultan Abdülaziz`` are someone else)."""
     spans = []
     for m in re.finditer(rf"(?<!\w){re.escape(surname)}(?!\w)", text):
         before = re.search(r"(\S+)\s+$", text[: m.start()])
-        if not (before and before.group(1)[:1].isupper() and before.group(1)[-1].isalpha()):
+        after = re.match(r"\s+(\S+)", text[m.end() :])
+        named_before = before and before.group(1)[:1].isupper() and before.group(1)[-1].isalpha()
+        if not (named_before or (after and after.group(1)[:1].isupper())):
             spans.append(m.span())
     return spans
 
@@ -242,8 +280,15 @@ def _mask_numbers(text: str) -> str:
 
 
 def content_words(text: str) -> list[str]:
-    """Words of three or more letters outside placeholders: what a solver can search with."""
-    return _WORD.findall(PLACEHOLDER.sub(" ", text))
+    """Distinct casefolded words a solver can search with: three or more letters, outside
+    placeholders, not function words or month names."""
+    words = _WORD.findall(PLACEHOLDER.sub(" ", text).casefold())
+    return list(dict.fromkeys(w for w in words if w not in _UNSEARCHABLE))
+
+
+def document_words(text: str) -> set[str]:
+    """The casefolded words of a document, for document frequencies."""
+    return set(_WORD.findall(text.casefold()))
 
 
 def birth_year(entity: Entity, text: str) -> int | None:
@@ -251,11 +296,14 @@ def birth_year(entity: Entity, text: str) -> int | None:
     if entity.kind != "person" or not entity.sentences:
         return None
     paren = re.search(r"\(([^()]*)\)", text[slice(*entity.sentences[0])])
-    if not paren or "?" in paren.group(1) or re.search(r"\d{5}|\bc\.|circa|\bor\b", paren.group(1)):
-        return None
-    body = paren.group(1)
-    head = body if "born" in body else re.split(_DASH_CLASS, body)[0]
-    if "born" not in body and not re.search(_DASH_CLASS, body):
+    body = paren.group(1) if paren else ""
+    if "?" in body or re.search(r"\d{5}|\bc\.|circa|\bor\b", body):
+        return None  # uncertain or garbled ("191816" is two dates run together)
+    if "born" in body:
+        head = body
+    elif re.search(_DASH_CLASS, body):
+        head = re.split(_DASH_CLASS, body)[0]  # the birth side of a range
+    else:
         return None
     years = re.findall(r"(?<!\d)\d{4}(?!\d)", head)
     return int(years[0]) if years else None

@@ -5,8 +5,9 @@ sentence of A names B's title. From that link structure it builds three template
 
 * ``single`` (1 hop): a verbatim sentence of B with B's names, years and numbers masked; the
   answer is B's title.
-* ``bridge`` (2 hops): a sentence of B describing ``[Y]`` plus the sentence of A that mentions
-  ``[Y]``; the answer is A's title, so the solver identifies B first and follows it to A.
+* ``bridge`` (2 hops): a sentence of B describing ``[Y]`` plus the few words of A around its
+  mention of ``[Y]`` (a phrase no other document contains); the answer is A's title, so the
+  solver identifies B first and follows its name to A.
 * ``comparison`` (2 hops): two people (or two works) whose first sentences give a birth (or
   release) year, both masked; the answer is the title of the earlier one.
 
@@ -14,7 +15,9 @@ Every draft goes through :func:`~sleuth.datagen.verify.verify_extraction` with i
 sentences as the quotes, so a task ships only if each clue is backed by a quote found in a gold
 document, the answer is in a gold document, and neither clues nor query contain the answer.
 Distractors are BM25 neighbours of the clues that do not contain the answer or an alias. Each task
-records whether a gold document is the top BM25 hit for its full query (``bm25_top1_gold``).
+records where its gold documents rank in BM25 for its full query (``bm25_gold_ranks``, and
+``bm25_answer_rank`` for the document whose title is the answer) and whether one of them is the
+top hit (``bm25_top1_gold``, the leakage flag).
 
 Output is deterministic for a given corpus, ``n`` and seed.
 """
@@ -28,9 +31,6 @@ from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
-import bm25s
-import Stemmer
-
 from sleuth.corpus.models import Document
 from sleuth.datagen.masking import (
     PLACEHOLDER,
@@ -38,6 +38,7 @@ from sleuth.datagen.masking import (
     ascii_fold,
     birth_year,
     content_words,
+    document_words,
     mask_text,
     name_regex,
     profile_document,
@@ -71,7 +72,13 @@ class OfflineConfig:
     distractor_depth: int = 30
     """BM25 hits of the clues examined when mining distractors."""
     min_clue_words: int = 5
-    """Searchable words (3+ letters, outside placeholders) a clue must keep after masking."""
+    """Searchable words (see :func:`~sleuth.datagen.masking.content_words`) a clue must keep
+    after masking."""
+    min_rare_words: int = 2
+    """Of those, how many must be rare in the corpus, so the clue singles out one entity
+    ("was an American actor" does not)."""
+    rare_df: float = 0.01
+    """A word is rare when at most this share of documents (and at least 2) contain it."""
     window_words: int = 4
     """Words kept on each side of the mention in a bridge's second clue."""
     min_window_words: int = 2
@@ -85,7 +92,7 @@ class OfflineConfig:
 
     def __post_init__(self) -> None:
         if len(self.mix) != 3 or any(m < 0 for m in self.mix) or sum(self.mix) <= 0:
-            raise ValueError(f"mix {self.mix} needs three non-negative shares; e.g. (0.4, 0.4, 0.2)")
+            raise ValueError(f"mix {self.mix} needs three non-negative shares, e.g. (4, 4, 2)")
         if self.min_distractors > self.distractors:
             raise ValueError(
                 f"min_distractors ({self.min_distractors}) exceeds distractors "
@@ -120,6 +127,9 @@ class LexicalIndex:
     """BM25 (bm25s, English stemming and stopwords) over whole documents, ids in corpus order."""
 
     def __init__(self, ids: Sequence[str], texts: Sequence[str]):
+        import bm25s  # imported here: it pulls in scipy, which `import sleuth.datagen` need not
+        import Stemmer
+
         self._ids = list(ids)
         self._tokenizer = bm25s.tokenization.Tokenizer(
             stemmer=Stemmer.Stemmer("english"), stopwords="en"
@@ -149,6 +159,8 @@ class Corpus:
     links: list[Link]
     mentions: dict[str, set[str]]
     """Entity id → ids of the documents naming it in any case (candidates for ambiguity)."""
+    word_df: Counter[str]
+    """Casefolded word → number of documents containing it."""
 
     @classmethod
     def build(cls, documents: Sequence[Document], config: OfflineConfig) -> Corpus:
@@ -163,7 +175,12 @@ class Corpus:
             lexical=LexicalIndex(list(texts), list(texts.values())),
             links=links,
             mentions=mentions,
+            word_df=Counter(w for t in texts.values() for w in document_words(t)),
         )
+
+    def is_rare(self, word: str, share: float) -> bool:
+        """In at most ``share`` of the documents (and never fewer than 2 allowed)."""
+        return self.word_df[word] <= max(2, share * len(self.texts))
 
 
 def build_links(
@@ -172,8 +189,9 @@ def build_links(
     """Every (A, B, sentence) where a sentence of A names B with B's exact capitalisation, and
     for each B the documents naming it in any case.
 
-    Names shared by two entities are ambiguous and names in more than ``max_name_df`` documents
-    are too common; neither links. Sentence-initial single words are skipped (capitalised anyway).
+    Names shared by two entities, one-word names cut from a disambiguated title, and names in
+    more than ``max_name_df`` documents do not link; nor do sentence-initial single words
+    (capitalised anyway).
     """
     index = _first_word_index(entities, config)
     found: dict[tuple[str, str], tuple[int, str]] = {}
@@ -191,7 +209,7 @@ def build_links(
         df.update(seen)
     links = [
         Link(source, target, i)
-        for (source, target), (i, name) in found.items()
+        for (source, target), (i, name) in sorted(found.items())
         if df[name] <= config.max_name_df
     ]
     return links, mentions
@@ -209,8 +227,10 @@ def _first_word_index(
     for entity in entities.values():
         for name in entity.names:
             first = re.match(r"\w+", name)
+            # "Heaven (song)" says itself that the bare word "Heaven" means other things too.
+            ambiguous = " " not in name and name != entity.title
             linkable = len(name) >= config.min_name_chars and re.search(r"[^\W\d_]", name)
-            if first and linkable and len(owners[name.casefold()]) == 1:
+            if first and linkable and not ambiguous and len(owners[name.casefold()]) == 1:
                 pattern = re.compile(name_regex(name), re.IGNORECASE)
                 index.setdefault(first.group().casefold(), []).append(
                     (name, entity.doc_id, pattern)
@@ -255,7 +275,8 @@ def draft_bridge(link: Link, corpus: Corpus, config: OfflineConfig) -> Draft | s
     clue_a = mask_text(quote_a, masks) if quote_a else ""
     if OTHER not in clue_a or len(content_words(clue_a)) < config.min_window_words:
         return "weak_link_window"
-    if any(normalize(quote_a) in corpus.normalized[d] for d in corpus.mentions.get(b.doc_id, set()) - {a.doc_id}):
+    others = corpus.mentions.get(b.doc_id, set()) - {a.doc_id}
+    if any(normalize(quote_a) in corpus.normalized[d] for d in others):
         return "ambiguous_link_window"
     query = (
         f'Clue 1 is about {OTHER}, {_a(b.kind)}: "{clue_b}" '
@@ -289,7 +310,9 @@ def _mention_window(
     return text[(before or [first])[0][0] : (after or [first])[-1][1]]
 
 
-def draft_comparison(first: Entity, second: Entity, corpus: Corpus) -> Draft | str:
+def draft_comparison(
+    first: Entity, second: Entity, corpus: Corpus, config: OfflineConfig
+) -> Draft | str:
     """A two-hop comparison: which of two masked people was born (or works came out) first?"""
     years = [_dating_year(e, corpus) for e in (first, second)]
     if None in years or years[0] == years[1]:
@@ -297,7 +320,8 @@ def draft_comparison(first: Entity, second: Entity, corpus: Corpus) -> Draft | s
     masks = [(first, TARGET), (second, OTHER)]
     quotes = [corpus.texts[e.doc_id][slice(*e.sentences[0])] for e in (first, second)]
     clues = [mask_text(q, masks) for q in quotes]
-    if TARGET not in clues[0] or OTHER not in clues[1]:
+    labelled = TARGET in clues[0] and OTHER in clues[1]
+    if not labelled or not all(_usable(c, corpus, config) for c in clues):
         return "no_clue_sentence"
     earlier = first if years[0] < years[1] else second
     question = (
@@ -331,13 +355,24 @@ def _clue_sentence(
     for start, end in entity.sentences:
         quote = text[start:end]
         clue = mask_text(quote, masks)
-        if label in clue and (forbid is None or forbid not in clue) and _usable(clue, config):
+        if (
+            label in clue
+            and (forbid is None or forbid not in clue)
+            and _usable(clue, corpus, config)
+        ):
             return quote, clue
     return None
 
 
-def _usable(clue: str, config: OfflineConfig) -> bool:
-    return len(clue) <= config.max_clue_chars and len(content_words(clue)) >= config.min_clue_words
+def _usable(clue: str, corpus: Corpus, config: OfflineConfig) -> bool:
+    """Short enough to read as a clue, with enough words, some rare, to identify its subject."""
+    words = content_words(clue)
+    rare = [w for w in words if corpus.is_rare(w, config.rare_df)]
+    return (
+        len(clue) <= config.max_clue_chars
+        and len(words) >= config.min_clue_words
+        and len(rare) >= config.min_rare_words
+    )
 
 
 def _dating_year(entity: Entity, corpus: Corpus) -> int | None:
@@ -379,9 +414,7 @@ def verify_draft(draft: Draft, corpus: Corpus) -> list[str]:
     return result.reasons
 
 
-def mine_distractors(
-    draft: Draft, corpus: Corpus, config: OfflineConfig
-) -> tuple[list[str], int]:
+def mine_distractors(draft: Draft, corpus: Corpus, config: OfflineConfig) -> tuple[list[str], int]:
     """BM25 neighbours of the clues free of the answer and its aliases, and how many were
     rejected for containing it."""
     pattern = answer_pattern(draft.answer.title, aliases_of(draft.answer))
@@ -428,6 +461,7 @@ def to_task(draft: Draft, distractors: list[str], ranks: list[int | None], sourc
         gold_quotes={d: [e.quote for e in ev] for d, ev in draft.evidence.items()},
         bm25_top1_gold=1 in ranks,
         bm25_gold_ranks=ranks,
+        bm25_answer_rank=ranks[draft.gold.index(draft.answer.doc_id)],
     )
 
 
@@ -454,7 +488,9 @@ def _bridges(corpus: Corpus, rng: random.Random, config: OfflineConfig) -> Itera
         yield draft
 
 
-def _comparisons(corpus: Corpus, rng: random.Random, _: OfflineConfig) -> Iterator[Draft | str]:
+def _comparisons(
+    corpus: Corpus, rng: random.Random, config: OfflineConfig
+) -> Iterator[Draft | str]:
     by_kind: dict[str, list[Entity]] = {}
     for doc_id in sorted(corpus.entities):
         entity = corpus.entities[doc_id]
@@ -467,7 +503,7 @@ def _comparisons(corpus: Corpus, rng: random.Random, _: OfflineConfig) -> Iterat
         pairs += list(zip(group[0::2], group[1::2], strict=False))
     rng.shuffle(pairs)
     for first, second in pairs:
-        yield draft_comparison(first, second, corpus)
+        yield draft_comparison(first, second, corpus, config)
 
 
 _STREAMS = {"single": _singles, "bridge": _bridges, "comparison": _comparisons}
@@ -497,9 +533,10 @@ class _Run:
         return kept
 
     def _process(self, draft: Draft | str) -> Task | None:
-        if not self.draft.record([] if isinstance(draft, Draft) else [draft]):
+        if isinstance(draft, str):  # the template found no usable material: the reason
+            self.draft.record([draft])
             return None
-        assert isinstance(draft, Draft)
+        self.draft.record([])
         if not self.verify.record(verify_draft(draft, self.corpus)):
             return None
         distractors, rejected = mine_distractors(draft, self.corpus, self.config)
@@ -535,6 +572,8 @@ def generate_offline(
         docs, _ = read_benchmark("shared/data/2wikimultihopqa_dev")
         tasks, report = generate_offline(docs, n=250, seed=0)
     """
+    if n < 0:
+        raise ValueError(f"n must be at least 0, got {n}")
     config = config or OfflineConfig()
     source = source or _corpus_source(documents)
     run = _Run(Corpus.build(documents, config), config, source)

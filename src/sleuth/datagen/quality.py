@@ -2,18 +2,26 @@
 
 The report is a pydantic model (saved as JSON) with a Markdown rendering. Stage tallies count
 candidates, not tasks: a run that tried 900 candidates to keep 250 tasks says so.
+
+Leakage numbers come from fields a generator attaches to each task (the offline generator does):
+``bm25_top1_gold`` (a gold document is the top BM25 hit for the full query), ``bm25_answer_rank``
+(rank of the answer's own document) and ``bm25_gold_ranks`` (rank of each gold document, None
+below the depth searched). Tasks without them count as unknown, not as clean.
 """
 
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field, computed_field
 
 from sleuth.datagen.verify import answer_in_text, reason_code
 from sleuth.tasks import Task
+
+K = TypeVar("K", int, str)
 
 
 class StageReport(BaseModel):
@@ -55,6 +63,19 @@ class StageTally:
         )
 
 
+class SliceStats(BaseModel):
+    """Retrieval difficulty of a group of tasks (all, one hop count, one template)."""
+
+    tasks: int
+    leakage_rate: float | None
+    """Share whose top BM25 hit for the full query is a gold document: too easy, flagged."""
+    answer_leakage_rate: float | None
+    """Share whose answer's own document is the top hit. A bridge whose first hop is found at
+    once is as designed; one whose answer is found at once skipped its hop."""
+    one_search_rate: float | None
+    """Share whose every gold document is among the top BM25 hits: one search finds them all."""
+
+
 class QualityReport(BaseModel):
     """The numbers a reviewer checks before trusting a generated task set."""
 
@@ -64,14 +85,9 @@ class QualityReport(BaseModel):
     tasks: int
     stages: list[StageReport]
     hop_histogram: dict[int, int]
-    template_histogram: dict[str, int]
-    leakage_rate: float | None
-    """Share of tasks whose top BM25 hit for the full query is a gold document (too easy);
-    None when no task carries the ``bm25_top1_gold`` flag."""
-    leakage_by_hops: dict[int, float]
-    one_search_rate: float | None
-    """Share of tasks whose every gold document is in the top BM25 hits (``bm25_gold_ranks``)
-    for the full query: one search finds them all. None when no task carries the ranks."""
+    overall: SliceStats
+    by_hops: dict[int, SliceStats]
+    by_template: dict[str, SliceStats]
     answer_in_distractor_rate: float
     """Share of distractor documents that contain the answer or an alias; must be 0."""
     distractors_per_task: float
@@ -90,13 +106,8 @@ def build_report(
     distractors_rejected: int = 0,
 ) -> QualityReport:
     """Summarise a run; answer-in-distractor is recomputed from ``documents`` (id → text)."""
-    leak_flags = [_extra(t, "bm25_top1_gold") for t in tasks]
-    flagged = [(t.hops, bool(f)) for t, f in zip(tasks, leak_flags, strict=True) if f is not None]
-    ranked = [r for r in (_extra(t, "bm25_gold_ranks") for t in tasks) if isinstance(r, list)]
     pairs = [(t, d) for t in tasks for d in t.distractor_doc_ids]
-    leaked = sum(
-        answer_in_text(t.answer, t.answer_aliases, documents.get(d, "")) for t, d in pairs
-    )
+    dirty = sum(answer_in_text(t.answer, t.answer_aliases, documents.get(d, "")) for t, d in pairs)
     return QualityReport(
         generator=generator,
         source=source,
@@ -104,34 +115,47 @@ def build_report(
         tasks=len(tasks),
         stages=[s.report() for s in stages],
         hop_histogram=dict(sorted(Counter(t.hops for t in tasks).items())),
-        template_histogram=dict(sorted(Counter(_extra(t, "template") or "-" for t in tasks).items())),
-        leakage_rate=_mean([f for _, f in flagged]) if flagged else None,
-        leakage_by_hops={
-            hops: _mean([f for h, f in flagged if h == hops])
-            for hops in sorted({h for h, _ in flagged})
-        },
-        one_search_rate=_mean([None not in r for r in ranked]) if ranked else None,
-        answer_in_distractor_rate=leaked / len(pairs) if pairs else 0.0,
+        overall=slice_stats(tasks),
+        by_hops=_slices(tasks, lambda t: t.hops),
+        by_template=_slices(tasks, lambda t: str(_extra(t, "template"))),
+        answer_in_distractor_rate=dirty / len(pairs) if pairs else 0.0,
         distractors_per_task=len(pairs) / len(tasks) if tasks else 0.0,
         distractors_rejected=distractors_rejected,
     )
 
 
+def slice_stats(tasks: Sequence[Task]) -> SliceStats:
+    """Leakage numbers of ``tasks``, from the BM25 fields their generator attached."""
+    top1 = [f for f in (_extra(t, "bm25_top1_gold") for t in tasks) if f is not None]
+    answer = [_extra(t, "bm25_answer_rank") for t in tasks if _has(t, "bm25_answer_rank")]
+    ranks = [r for r in (_extra(t, "bm25_gold_ranks") for t in tasks) if isinstance(r, list)]
+    return SliceStats(
+        tasks=len(tasks),
+        leakage_rate=_mean([bool(f) for f in top1]),
+        answer_leakage_rate=_mean([r == 1 for r in answer]),
+        one_search_rate=_mean([None not in r for r in ranks]),
+    )
+
+
+def _slices(tasks: Sequence[Task], key: Callable[[Task], K]) -> dict[K, SliceStats]:
+    groups: dict[K, list[Task]] = {}
+    for task in tasks:
+        groups.setdefault(key(task), []).append(task)
+    return {k: slice_stats(groups[k]) for k in sorted(groups)}
+
+
 def render_markdown(report: QualityReport) -> str:
-    """The report as Markdown: a summary list, a stage table and the histograms."""
-    leakage = "n/a" if report.leakage_rate is None else f"{report.leakage_rate:.1%}"
-    one_search = "n/a" if report.one_search_rate is None else f"{report.one_search_rate:.1%}"
-    by_hops = ", ".join(f"{h} hop(s): {r:.1%}" for h, r in report.leakage_by_hops.items())
+    """The report as Markdown: a summary, the stage table and the leakage table by slice."""
     lines = [
         f"## Quality report: {report.generator} on {report.source} (seed {report.seed})",
         "",
-        f"- tasks: {report.tasks}",
-        f"- leakage (gold doc is the top BM25 hit for the query): {leakage}"
-        + (f" ({by_hops})" if by_hops else ""),
-        f"- every gold document in the top BM25 hits for the query: {one_search}",
-        f"- answer in distractor: {report.answer_in_distractor_rate:.1%}",
-        f"- distractors per task: {report.distractors_per_task:.2f}"
-        f" ({report.distractors_rejected} candidates rejected for containing the answer)",
+        f"- tasks: {report.tasks}; hops: "
+        + ", ".join(f"{n} with {h}" for h, n in report.hop_histogram.items()),
+        f"- leakage (a gold document is the top BM25 hit for the full query): "
+        f"{_percent(report.overall.leakage_rate)}",
+        f"- answer in distractor: {report.answer_in_distractor_rate:.1%}"
+        f" ({report.distractors_per_task:.2f} distractors per task;"
+        f" {report.distractors_rejected} candidates rejected for containing the answer)",
         "",
         "| stage | attempted | passed | pass rate | failure reasons |",
         "|---|---:|---:|---:|---|",
@@ -139,16 +163,33 @@ def render_markdown(report: QualityReport) -> str:
     for s in report.stages:
         reasons = ", ".join(f"{code} {n}" for code, n in s.reasons.items()) or "-"
         lines.append(f"| {s.name} | {s.attempted} | {s.passed} | {s.pass_rate:.1%} | {reasons} |")
-    lines += ["", "| hops | tasks |", "|---:|---:|"]
-    lines += [f"| {h} | {n} |" for h, n in report.hop_histogram.items()]
-    lines += ["", "| template | tasks |", "|---|---:|"]
-    lines += [f"| {t} | {n} |" for t, n in report.template_histogram.items()]
+    lines += [
+        "",
+        "| tasks | count | gold doc top-1 (leakage) | answer doc top-1 | all gold in top hits |",
+        "|---|---:|---:|---:|---:|",
+        _slice_row("all", report.overall),
+    ]
+    lines += [_slice_row(f"{h} hop(s)", s) for h, s in report.by_hops.items()]
+    lines += [_slice_row(t, s) for t, s in report.by_template.items()]
     return "\n".join(lines) + "\n"
 
 
-def _extra(task: Task, name: str) -> object:
+def _slice_row(name: str, s: SliceStats) -> str:
+    rates = (s.leakage_rate, s.answer_leakage_rate, s.one_search_rate)
+    return f"| {name} | {s.tasks} | " + " | ".join(map(_percent, rates)) + " |"
+
+
+def _percent(rate: float | None) -> str:
+    return "n/a" if rate is None else f"{rate:.1%}"
+
+
+def _extra(task: Task, name: str) -> Any:
     return (task.model_extra or {}).get(name)
 
 
-def _mean(flags: Sequence[bool]) -> float:
-    return sum(flags) / len(flags) if flags else 0.0
+def _has(task: Task, name: str) -> bool:
+    return name in (task.model_extra or {})
+
+
+def _mean(flags: Sequence[bool]) -> float | None:
+    return sum(flags) / len(flags) if flags else None

@@ -71,7 +71,7 @@ def run_jobs(
     tools: Tools, jobs: list[ToolJob], executor: Executor | None, timeout_s: float | None
 ) -> list[JobOutcome]:
     """Run ``jobs`` (concurrently when an executor is given); outcomes in job order."""
-    if executor is None or len(jobs) < 2:
+    if executor is None:
         return [_timed(tools, job) for job in jobs]
     submitted = perf_counter()
     futures = [executor.submit(_timed, tools, job) for job in jobs]

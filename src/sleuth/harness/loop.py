@@ -9,9 +9,10 @@ Every limit is enforced here, in this order, once per turn:
    with a nudge, ``empty_retries`` times.
 3. Invalid calls (unknown tool, broken JSON, wrong types) become error observations.
    ``prune_chunks`` calls are applied first, so the space they free serves the same turn.
-4. The context with the new assistant message is counted (U). Above the hard cutoff every
-   retrieval call is refused. Otherwise the turn's allowance, T - reply_reserve - U, is split
-   evenly over its retrieval calls (``split_allowance``); a call that gets no share is refused.
+4. If the context the policy was shown, less what this turn's prunes freed, is above the hard
+   cutoff, every retrieval call is refused. Otherwise the turn's allowance,
+   T - reply_reserve - U (U: the context with the new assistant message), is split evenly over
+   its retrieval calls (``split_allowance``); a call that gets no share is refused.
 5. Retrieval calls run concurrently; results come back in call order. With dedup, searches and
    greps exclude every chunk already shown, and a chunk two calls of one turn both returned is
    shown once (in the earlier call).

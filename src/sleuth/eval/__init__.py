@@ -1,0 +1,28 @@
+"""Evaluation (SPEC §7): a resumable, concurrent runner, baselines, scoring and reports."""
+
+from sleuth.eval.aggregate import aggregate_records, summarize
+from sleuth.eval.baselines import POLICY_NAMES, RetrieverToolbox, make_policy, tools_for
+from sleuth.eval.fusion import fuse_rankings, fuse_summaries, score_rollouts
+from sleuth.eval.heuristic import HeuristicAgent
+from sleuth.eval.report import write_report
+from sleuth.eval.runner import load_results, run_eval
+from sleuth.eval.score import score_files, score_summary, score_trajectory
+
+__all__ = [
+    "POLICY_NAMES",
+    "HeuristicAgent",
+    "RetrieverToolbox",
+    "aggregate_records",
+    "fuse_rankings",
+    "fuse_summaries",
+    "load_results",
+    "make_policy",
+    "run_eval",
+    "score_files",
+    "score_rollouts",
+    "score_summary",
+    "score_trajectory",
+    "summarize",
+    "tools_for",
+    "write_report",
+]

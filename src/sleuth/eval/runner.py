@@ -1,0 +1,245 @@
+"""Run a task set with any policy through the harness: concurrent, resumable, then reported.
+
+Layout of the output folder::
+
+    run.json           what is being run (policy, rollouts, fusion, β); checked on resume
+    results.jsonl      one record per finished query, appended with fsync as queries finish
+    trajectories/      one trajectory JSONL per rollout (or ``trajectories_dir``)
+    summary.json       aggregates overall and by hop level, domain and source
+    summary.md, *.png, report.html      see :mod:`sleuth.eval.report`
+
+Resuming: a query with a record in ``results.jsonl`` is never run again (the last record of an
+id wins; a torn last line from a crash is cut off before appending). A query whose every
+rollout failed (policy error, endpoint down) has a record too, so it counts in the summary; pass
+``retry_failed=True`` to run those again. An exception that escapes the harness (a crash, Ctrl-C)
+stops the run: queued queries are cancelled, and finished ones stay recorded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
+
+from sleuth.errors import InputError
+from sleuth.eval.aggregate import summarize
+from sleuth.eval.baselines import make_policy, tools_for
+from sleuth.eval.fusion import FUSERS, RRF_K, score_rollouts
+from sleuth.eval.report import write_report
+from sleuth.harness.loop import Harness, HarnessConfig
+from sleuth.harness.policy import Policy
+from sleuth.io import append_jsonl, atomic_write_text, read_jsonl
+from sleuth.tasks.schema import Task
+from sleuth.tools.base import Tools
+
+RECORD_SCHEMA_VERSION = 1
+RESULTS = "results.jsonl"
+RUN_INFO = "run.json"
+SUMMARY = "summary.json"
+_CHECKED = ("policy", "rollouts", "fuse", "rrf_k", "beta")  # must match to resume
+
+PolicyFactory = Callable[[], Policy]
+
+
+@dataclass(frozen=True)
+class _Job:
+    """What every query of one eval shares."""
+
+    make_policy: PolicyFactory
+    tools: Tools
+    harness: HarnessConfig
+    out_dir: Path
+    trajectories_dir: Path
+    rollouts: int
+    beta: float
+    rrf_k: int
+
+
+def run_eval(
+    tasks: Sequence[Task],
+    policy: str | PolicyFactory,
+    tools: Tools,
+    out_dir: str | Path,
+    *,
+    concurrency: int = 4,
+    rollouts: int = 1,
+    fuse: str = "rrf",
+    trajectories_dir: str | Path | None = None,
+    harness_config: HarnessConfig | None = None,
+    beta: float = 4.0,
+    rrf_k: int = RRF_K,
+    retry_failed: bool = False,
+    progress: bool = True,
+) -> dict[str, Any]:
+    """Evaluate ``policy`` on ``tasks``; returns the summary (also written to ``summary.json``).
+
+    Args:
+        tasks: the task set (ids unique).
+        policy: a name for :func:`sleuth.eval.baselines.make_policy` (``single-pass``, ``bm25``,
+            ``dense``, ``heuristic``, ``openai:MODEL@URL``), or a function returning a fresh
+            policy (called once per rollout).
+        tools: the retrieval tools (a ``Toolbox``; ``bm25``/``dense`` wrap it).
+        out_dir: where results, trajectories and reports go; rerun with it to resume.
+        concurrency: queries run at the same time (rollouts of one query run in turn).
+        rollouts: runs per query; above 1 their final lists are fused (``fuse``).
+        fuse: the fusion of rollouts; only ``rrf`` (k = ``rrf_k``).
+        trajectories_dir: where trajectory files go (default ``out_dir/trajectories``).
+        harness_config: budget and loop settings for every run.
+        beta: β of F_β in the metrics and the reward.
+        retry_failed: run again the queries whose every rollout failed.
+        progress: show a progress bar.
+
+    Raises:
+        InputError: bad settings, or ``out_dir`` holds a run with other settings.
+    """
+    _check_settings(tasks, concurrency, rollouts, fuse)
+    out = Path(out_dir)
+    label = policy if isinstance(policy, str) else getattr(policy, "__name__", "custom")
+    run = {"schema_version": RECORD_SCHEMA_VERSION, "policy": label, "rollouts": rollouts}
+    run |= {"fuse": fuse if rollouts > 1 else None, "rrf_k": rrf_k, "beta": beta}
+    _claim(out, run)
+    job = _Job(
+        make_policy=(lambda: make_policy(policy)) if isinstance(policy, str) else policy,
+        tools=tools_for(policy, tools) if isinstance(policy, str) else tools,
+        harness=harness_config or HarnessConfig(),
+        out_dir=out,
+        trajectories_dir=Path(trajectories_dir) if trajectories_dir else out / "trajectories",
+        rollouts=rollouts,
+        beta=beta,
+        rrf_k=rrf_k,
+    )
+    finished = load_results(out / RESULTS)
+    todo = [t for t in tasks if _needs_run(finished.get(t.id), retry_failed)]
+    _run_all(job, todo, finished, concurrency, progress, total=len(tasks))
+    records = [finished[t.id] for t in tasks if t.id in finished]
+    summary = summarize(records, run)
+    atomic_write_text(out / SUMMARY, json.dumps(summary, indent=2))
+    write_report(out, summary, records)
+    return summary
+
+
+def load_results(path: Path) -> dict[str, dict[str, Any]]:
+    """Finished records by task id (the last one wins); cuts a torn last line off the file."""
+    if not path.exists():
+        return {}
+    _cut_torn_tail(path)
+    return {record["task_id"]: record for record in read_jsonl(path)}
+
+
+def _run_task(task: Task, job: _Job) -> dict[str, Any]:
+    """Run every rollout of one query and build its record."""
+    paths = [_trajectory_path(job, task.id, r) for r in range(job.rollouts)]
+    runs = [
+        Harness(job.tools, job.make_policy(), job.harness).run(task.query, trajectory_path=p)
+        for p in paths
+    ]
+    scored = score_rollouts(task, [t.summary() for t in runs], job.beta, job.rrf_k)
+    return {
+        "schema_version": RECORD_SCHEMA_VERSION,
+        "task_id": task.id,
+        "query": task.query,
+        "hops": task.hops,
+        "domain": task.domain,
+        "source": task.source,
+        "policy": runs[0].policy,
+        "rollouts": job.rollouts,
+        **scored,
+        "gold_doc_ids": task.gold_doc_ids,
+        "trajectories": [_relative(p, job.out_dir) for p in paths],
+        "stop_reasons": [t.stop_reason and t.stop_reason.value for t in runs],
+        "error": runs[0].error if all(t.error for t in runs) else None,
+        "turn_tool_calls": [[len(turn.tool_events) for turn in t.turns] for t in runs],
+        "turn_tokens": [[turn.prompt_tokens for turn in t.turns] for t in runs],
+    }
+
+
+def _run_all(
+    job: _Job,
+    todo: list[Task],
+    finished: dict[str, dict[str, Any]],
+    concurrency: int,
+    show: bool,
+    total: int,
+) -> None:
+    """Run ``todo`` on a bounded pool; the main thread alone appends records, in finish order."""
+    results = job.out_dir / RESULTS
+    columns = [*Progress.get_default_columns()[:1], BarColumn(), MofNCompleteColumn()]
+    with Progress(*columns, TimeRemainingColumn(), disable=not show) as bar:
+        task_bar = bar.add_task("eval", total=total, completed=total - len(todo))
+        pool = ThreadPoolExecutor(concurrency, thread_name_prefix="sleuth-eval")
+        try:
+            futures = [pool.submit(_run_task, task, job) for task in todo]
+            for future in as_completed(futures):
+                record = future.result()  # a crash inside a run stops the eval here
+                append_jsonl(results, record)
+                finished[record["task_id"]] = record
+                bar.advance(task_bar)
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _check_settings(tasks: Sequence[Task], concurrency: int, rollouts: int, fuse: str) -> None:
+    if concurrency < 1:
+        raise InputError(f"concurrency ({concurrency}) must be at least 1")
+    if rollouts < 1:
+        raise InputError(f"rollouts ({rollouts}) must be at least 1")
+    if fuse not in FUSERS:
+        raise InputError(f"unknown fusion {fuse!r}; choose one of {', '.join(FUSERS)}")
+    ids = [t.id for t in tasks]
+    if len(set(ids)) != len(ids):
+        raise InputError("task ids must be unique")
+
+
+def _claim(out: Path, run: dict[str, Any]) -> None:
+    """Record the settings, or check them against those of the run being resumed."""
+    path = out / RUN_INFO
+    if path.exists():
+        before = json.loads(path.read_text(encoding="utf-8"))
+        changed = [k for k in _CHECKED if before.get(k) != run[k]]
+        if changed:
+            was = ", ".join(f"{k}={before.get(k)!r}" for k in changed)
+            raise InputError(
+                f"holds a run with {was}; resume with those or use another --out", source=str(out)
+            )
+        return
+    atomic_write_text(path, json.dumps(run, indent=2))
+
+
+def _needs_run(record: dict[str, Any] | None, retry_failed: bool) -> bool:
+    return record is None or (retry_failed and record.get("error") is not None)
+
+
+def _cut_torn_tail(path: Path) -> None:
+    """Drop a last line without its newline (a crash mid-append), so appends stay line-aligned."""
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        with open(path, "r+b") as f:
+            f.truncate(data.rfind(b"\n") + 1)
+
+
+def _trajectory_path(job: _Job, task_id: str, rollout: int) -> Path:
+    suffix = f".r{rollout}" if job.rollouts > 1 else ""
+    return job.trajectories_dir / f"{_file_stem(task_id)}{suffix}.jsonl"
+
+
+def _file_stem(task_id: str) -> str:
+    """A safe file name for a task id; a hash keeps ids that differ only in odd characters apart."""
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", task_id)[:80]
+    if stem == task_id:
+        return stem
+    return f"{stem}-{hashlib.sha1(task_id.encode()).hexdigest()[:8]}"
+
+
+def _relative(path: Path, root: Path) -> str:
+    """Paths inside the output folder are stored relative to it, so the folder can move."""
+    try:
+        return str(path.resolve().relative_to(root.resolve()))
+    except ValueError:
+        return str(path.resolve())

@@ -1,0 +1,88 @@
+"""Reading and answering a chat transcript the way a scripted policy must: from the messages.
+
+Baseline policies see only what any policy sees, the OpenAI chat messages the harness sends, so
+they recover their query, their own earlier calls and the chunks each call showed from that
+text. Chunk blocks are rendered by :func:`sleuth.tools.types.render_chunk`; pruned chunks are
+already absent from the text, so what is parsed is always the policy's current view.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from html import escape
+from typing import Any
+
+_QUERY = re.compile(r"<query>(.*)</query>", re.DOTALL)
+_CHUNK_HEADER = re.compile(r"^# DOCUMENT ID: (\S+) \(\d+ tokens\)\n", re.MULTILINE)
+# What the harness appends after the last chunk of an observation: usage line, budget notice.
+_TRAILER = re.compile(r"\n\n(?:\[Token usage: |Your context is past )")
+
+
+@dataclass(frozen=True)
+class ShownChunk:
+    id: str
+    text: str
+
+
+@dataclass(frozen=True)
+class Observation:
+    """One tool call of the policy and the chunks its result still shows."""
+
+    tool: str
+    arguments: dict[str, Any]
+    chunks: list[ShownChunk]
+
+
+def query_of(messages: list[dict[str, Any]]) -> str:
+    """The user's query: the first user message, without its ``<query>`` tags."""
+    text = next(m.get("content") or "" for m in messages if m.get("role") == "user")
+    match = _QUERY.search(text)
+    return (match.group(1) if match else text).strip()
+
+
+def observations(messages: list[dict[str, Any]]) -> list[Observation]:
+    """Every tool result in the transcript, in call order, paired with the call that made it."""
+    calls: dict[str, tuple[str, dict[str, Any]]] = {}
+    found: list[Observation] = []
+    for message in messages:
+        for call in message.get("tool_calls") or []:
+            function = call["function"]
+            calls[call["id"]] = (function["name"], _arguments(function["arguments"]))
+        if message.get("role") == "tool" and message.get("tool_call_id") in calls:
+            tool, arguments = calls[message["tool_call_id"]]
+            found.append(Observation(tool, arguments, parse_chunks(message.get("content") or "")))
+    return found
+
+
+def parse_chunks(text: str) -> list[ShownChunk]:
+    """The chunk blocks of one rendered tool result, in order."""
+    headers = list(_CHUNK_HEADER.finditer(text))
+    chunks = []
+    for i, header in enumerate(headers):
+        end = headers[i + 1].start() if i + 1 < len(headers) else len(text)
+        body = text[header.end() : end]
+        trailer = _TRAILER.search(body)
+        body = body[: trailer.start()] if trailer else body
+        chunks.append(ShownChunk(header.group(1), body.strip()))
+    return chunks
+
+
+def _arguments(raw: str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw)
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def final_answer(entries: Sequence[tuple[str, str]]) -> str:
+    """The final reply in the format the harness parses, from ``(doc_id, justification)`` pairs."""
+    if not entries:
+        return "No relevant documents were found."
+    return "\n".join(
+        f'<Document id="{doc}"><Justification>{escape(why)}</Justification></Document>'
+        for doc, why in entries
+    )

@@ -1,0 +1,94 @@
+"""One call from a query to the ranked documents: what ``sleuth run --json`` prints (SPEC §8)."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+from uuid import uuid4
+
+from sleuth.errors import InputError
+from sleuth.harness.loop import Harness, HarnessConfig
+from sleuth.harness.policy import Policy
+from sleuth.harness.trajectory import Trajectory
+from sleuth.tokens import sleuth_home
+from sleuth.tools.base import Tools
+
+
+def run_query(
+    tools: Tools,
+    query: str,
+    *,
+    policy: Policy | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
+    api_key: str = "EMPTY",
+    budget: int | None = None,
+    trajectory: str | Path | None = None,
+    config: HarnessConfig | None = None,
+) -> dict[str, Any]:
+    """Run the subagent on ``query`` and return the SPEC §8 ``sleuth run --json`` object.
+
+    Args:
+        tools: the retrieval tools (the CLI passes a ``Toolbox`` over the index).
+        query: the question to find documents for.
+        policy: a ready policy; otherwise an OpenAI-compatible chat policy is built from
+            ``model``, ``base_url`` and ``api_key``.
+        budget: token budget T; the soft and hard thresholds follow it (report §2.4).
+        trajectory: where to write the trajectory JSONL; default
+            ``$SLEUTH_HOME/runs/<id>.jsonl``.
+        config: harness settings; ``budget`` overrides its T when given.
+
+    Returns:
+        ``{"documents": [{"id", "rank", "justification"}], "trajectory", "turns",
+        "tool_calls", "peak_tokens", "stop_reason", "malformed", "error"}``; ids are document
+        ids, best first, each once.
+
+    Raises:
+        InputError: no policy and no model were given, or the query is blank.
+    """
+    if policy is None:
+        if not model:
+            raise InputError("no policy: pass a model name (and a base URL for a local server)")
+        from sleuth.policies.openai_chat import OpenAIChatPolicy
+
+        policy = OpenAIChatPolicy(model, base_url=base_url, api_key=api_key)
+    config = _with_budget(config or HarnessConfig(), budget)
+    path = Path(trajectory) if trajectory else sleuth_home() / "runs" / f"{uuid4().hex}.jsonl"
+    record = Harness(tools, policy, config).run(query, path)
+    return run_result(record, path)
+
+
+def run_result(record: Trajectory, path: Path) -> dict[str, Any]:
+    """The ``sleuth run --json`` object of a finished trajectory."""
+    summary = record.summary()
+    documents: list[dict[str, Any]] = []
+    for entry in record.answer.documents if record.answer else []:
+        if all(d["id"] != entry.doc_id for d in documents):
+            documents.append(
+                {
+                    "id": entry.doc_id,
+                    "rank": len(documents) + 1,
+                    "justification": entry.justification,
+                }
+            )
+    return {
+        "documents": documents,
+        "trajectory": str(path),
+        "turns": summary.turns,
+        "tool_calls": summary.tool_calls,
+        "peak_tokens": summary.peak_tokens,
+        "stop_reason": str(record.stop_reason),
+        "malformed": summary.malformed_answer,
+        "error": summary.error,
+    }
+
+
+def _with_budget(config: HarnessConfig, total: int | None) -> HarnessConfig:
+    if total is None or total == config.budget.total:
+        return config
+    try:
+        budget = replace(config.budget, total=total, soft_threshold=None, hard_cutoff=None)
+    except ValueError as exc:
+        raise InputError(f"--budget {total}: {exc}") from exc
+    return replace(config, budget=budget)

@@ -1,0 +1,114 @@
+"""A real OpenAI-compatible chat server for tests (FastAPI + uvicorn on 127.0.0.1).
+
+It plays scripted replies and records every request body it receives, so tests can check
+what the harness actually sent over the wire. A reply is an assistant message dict, a
+``{"message": ..., <choice fields>}`` dict, an HTTP status code (an error response), or a
+function of ``(request_body, index)`` returning one of those.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import uvicorn
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse
+
+Body = dict[str, Any]
+Reply = dict[str, Any] | int
+Script = Sequence[Reply | Callable[[Body, int], Reply]] | Callable[[Body, int], Reply]
+
+
+def tool_call(name: str, call_id: str, **arguments: Any) -> dict[str, Any]:
+    """A tool call in OpenAI wire format."""
+    return {
+        "id": call_id,
+        "type": "function",
+        "function": {"name": name, "arguments": json.dumps(arguments)},
+    }
+
+
+def assistant(*calls: dict[str, Any], content: str | None = None) -> dict[str, Any]:
+    """An assistant message with optional tool calls."""
+    message: dict[str, Any] = {"role": "assistant", "content": content}
+    if calls:
+        message["tool_calls"] = list(calls)
+    return message
+
+
+class StubServer:
+    """Serves ``POST /v1/chat/completions`` from a script; use as a context manager."""
+
+    def __init__(self, script: Script):
+        self.script = script
+        self.requests: list[Body] = []
+        self._lock = threading.Lock()
+        self.port = _free_port()
+        app = FastAPI()
+        app.post("/v1/chat/completions")(self._complete)
+        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="error")
+        self.server = uvicorn.Server(config)
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def __enter__(self) -> StubServer:
+        self.thread.start()
+        deadline = time.monotonic() + 10
+        while not self.server.started:
+            assert time.monotonic() < deadline, "stub server did not start"
+            time.sleep(0.01)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=5)
+
+    async def _complete(self, request: Request) -> JSONResponse:
+        body = await request.json()
+        with self._lock:
+            index = len(self.requests)
+            self.requests.append(body)
+        reply = self._reply(body, index)
+        if isinstance(reply, int):
+            error = {"error": {"message": f"scripted status {reply}", "type": "stub"}}
+            return JSONResponse(error, status_code=reply)
+        return JSONResponse(_completion(reply, body.get("model", "stub")))
+
+    def _reply(self, body: Body, index: int) -> Reply:
+        if callable(self.script):
+            return self.script(body, index)
+        if index >= len(self.script):
+            return 500
+        step = self.script[index]
+        return step(body, index) if callable(step) else step
+
+
+def _completion(reply: dict[str, Any], model: str) -> dict[str, Any]:
+    choice = dict(reply) if "message" in reply else {"message": reply}
+    message = choice["message"]
+    message.setdefault("role", "assistant")
+    choice.setdefault("finish_reason", "tool_calls" if message.get("tool_calls") else "stop")
+    choice.setdefault("index", 0)
+    choice.setdefault("logprobs", None)
+    return {
+        "id": "chatcmpl-stub",
+        "object": "chat.completion",
+        "created": int(time.time()),
+        "model": model,
+        "choices": [choice],
+        "usage": {"prompt_tokens": 10, "completion_tokens": 5, "total_tokens": 15},
+    }
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
