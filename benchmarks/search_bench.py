@@ -155,14 +155,18 @@ def ingest_ratio(docs: list[Document], n_chunks: int, chunk_tokens: int) -> dict
     texts = [c.text for d in sample for c in chunk_document(d, chunk_tokens, 8)]
     embedder = make_embedder("minilm")
     embedder.embed_documents(texts[:32])
-    t0 = time.perf_counter()
-    embedder.embed_documents(texts, batch_size=64)
-    raw = len(texts) / (time.perf_counter() - t0)
-    with tempfile.TemporaryDirectory() as tmp:
-        index = Index.create(Path(tmp) / "ix", embedder="minilm", chunk_tokens=chunk_tokens, overlap_tokens=8)
+    raw_s, full_s = [], []
+    for attempt in range(2):  # interleaved, best of two: the machine is noisy
         t0 = time.perf_counter()
-        index.ingest(sample, batch_size=64)
-        full = len(texts) / (time.perf_counter() - t0)
+        embedder.embed_documents(texts, batch_size=64)
+        raw_s.append(time.perf_counter() - t0)
+        with tempfile.TemporaryDirectory() as tmp:
+            index = Index.create(Path(tmp) / f"ix{attempt}", embedder="minilm", chunk_tokens=chunk_tokens,
+                                 overlap_tokens=8)
+            t0 = time.perf_counter()
+            index.ingest(sample, batch_size=64)
+            full_s.append(time.perf_counter() - t0)
+    raw, full = len(texts) / min(raw_s), len(texts) / min(full_s)
     return {"raw_cps": raw, "ingest_cps": full, "ratio": full / raw}
 
 

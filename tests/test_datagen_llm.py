@@ -38,9 +38,8 @@ def _llm(tmp_path, server=None, **overrides) -> ChatLLM:
     return ChatLLM(LLMConfig(**(settings | overrides)), tmp_path / "run")
 
 
-@pytest.fixture
-def no_network(monkeypatch):
-    """Any attempt to open a connection fails the test."""
+def forbid_network(monkeypatch) -> None:
+    """From now on, any attempt to open a connection fails the test."""
 
     def refuse(*args, **kwargs):
         raise AssertionError("replay opened a network connection")
@@ -56,11 +55,7 @@ def test_recorded_response_replays_identically_without_network(tmp_path, server,
     assert recorded.tool_calls[0].name == "search_corpus"
     assert len(server.requests) == 1
     server.stop()
-
-    def refuse(*args, **kwargs):
-        raise AssertionError("replay opened a network connection")
-
-    monkeypatch.setattr(socket.socket, "connect", refuse)
+    forbid_network(monkeypatch)
     replayed = _llm(tmp_path, mode="replay").complete(
         MESSAGES, stage="explore", tools=TOOLS, temperature=0.0
     )
@@ -69,7 +64,8 @@ def test_recorded_response_replays_identically_without_network(tmp_path, server,
     assert replayed.assistant_message() == recorded.assistant_message()
 
 
-def test_replay_miss_is_a_clear_error_and_never_calls(tmp_path, server, no_network):
+def test_replay_miss_is_a_clear_error_and_never_calls(tmp_path, server, monkeypatch):
+    forbid_network(monkeypatch)
     with pytest.raises(CacheMissError, match="stage verify: request .* is not in the cache"):
         _llm(tmp_path, mode="replay").complete(MESSAGES, stage="verify")
     assert server.requests == []

@@ -5,6 +5,7 @@ A tiny random model (built locally) drives the real harness over an in-memory fa
 
 from __future__ import annotations
 
+import json
 import os
 import re
 from collections.abc import Callable, Collection
@@ -19,6 +20,7 @@ from sleuth.harness.policy import PolicyOutput
 from sleuth.harness.trajectory import Trajectory
 from sleuth.policies.local_hf import LocalHFPolicy, parse_tool_calls
 from sleuth.policies.scripted import ScriptedPolicy, call, turn
+from sleuth.tools.types import ChunkHit, ToolResult
 from sleuth.train.render import (
     fit_to_length,
     recorded_turn_tokens,
@@ -29,7 +31,6 @@ from sleuth.train.render import (
 )
 from sleuth.train.sequences import TrainSequence
 from sleuth.train.tiny import build_tiny_model
-from sleuth.tools.types import ChunkHit, ToolResult
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -108,7 +109,7 @@ class ForcedPolicy:
 
 def _prune_first_shown(messages: list[dict]) -> str:
     shown = re.findall(r"# DOCUMENT ID: (\S+)", str(messages[-1]["content"]))
-    prune = '{"name": "prune_chunks", "arguments": {"chunk_ids": ["%s"]}}' % shown[0]
+    prune = json.dumps({"name": "prune_chunks", "arguments": {"chunk_ids": [shown[0]]}})
     return f"<tool_call>{prune}</tool_call>{SEARCH}"
 
 
@@ -143,8 +144,8 @@ def test_sampled_turns_train_on_exactly_the_sampled_tokens(policy: LocalHFPolicy
     trajectory = Harness(FakeTools(), policy, CONFIG).run("Who built the stone bridge?")
     sequences = trajectory_to_sequences(trajectory)  # recorded path: no tokenizer needed
     assert _targets(sequences) == _sampled(trajectory)
-    for turn in trajectory.turns:
-        assert turn.output.prompt_token_ids == policy.render(turn.messages, trajectory.tool_schemas)
+    for t in trajectory.turns:
+        assert t.output.prompt_token_ids == policy.render(t.messages, trajectory.tool_schemas)
     first = trajectory.turns[0].output
     assert sequences[0].input_ids[: len(first.prompt_token_ids)] == tuple(first.prompt_token_ids)
 

@@ -18,7 +18,9 @@ from sleuth.errors import InputError, SleuthError
 app = typer.Typer(help="sleuth: an offline self-editing agentic search subagent.", no_args_is_help=True,
                   pretty_exceptions_enable=False)
 tools_app = typer.Typer(help="Call one retrieval tool as the policy would.", no_args_is_help=True)
+serve_app = typer.Typer(help="Serve sleuth to other programs.", no_args_is_help=True)
 app.add_typer(tools_app, name="tools")
+app.add_typer(serve_app, name="serve")
 console = Console(stderr=True)
 
 
@@ -202,6 +204,109 @@ def run(
         console.print(f"[bold]{d['rank']:>2}. {d['id']}[/bold]  {d['justification']}")
     console.print(f"{result['turns']} turns, {result['tool_calls']} tool calls, peak {result['peak_tokens']} "
                   f"tokens; trajectory: {result['trajectory']}")
+
+
+@app.command()
+@cli_errors
+def score(
+    task: Annotated[Path, typer.Option(help="Task JSONL (one task, or pick with --task-id).")],
+    trajectory: Annotated[Path, typer.Option(help="Trajectory JSONL written by the harness.")],
+    beta: Annotated[float, typer.Option(help="β of F_β.")] = 4.0,
+    task_id: Annotated[str | None, typer.Option(help="Task id when the file holds several.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Every metric and every reward term of one trajectory."""
+    from sleuth.eval import score_files
+
+    result = score_files(task, trajectory, beta=beta, task_id=task_id)
+    if as_json:
+        print(json.dumps(result))
+        return
+    for section in ("metrics", "reward"):
+        console.print(f"[bold]{section}[/bold]")
+        for k, v in result[section].items():
+            console.print(f"  {k}: {v:.4f}" if isinstance(v, float) else f"  {k}: {v}")
+
+
+@app.command("eval")
+@cli_errors
+def eval_cmd(
+    index: IndexOpt,
+    tasks: Annotated[Path, typer.Option(help="Task JSONL (SPEC §8).")],
+    out: Annotated[Path, typer.Option(help="Output folder; rerun with it to resume.")],
+    policy: Annotated[str, typer.Option(
+        help="heuristic | single-pass | bm25 | dense | local | openai:MODEL@BASE_URL")] = "heuristic",
+    model: ModelOpt = None, base_url: BaseUrlOpt = None, fmt: FormatOpt = "chat",
+    adapter: Annotated[str | None, typer.Option(help="LoRA adapter for a local model.")] = None,
+    rollouts: Annotated[int, typer.Option(help="Rollouts per query, fused (the report's 4x).")] = 1,
+    fuse: Annotated[str, typer.Option(help="Fusion of rollouts.")] = "rrf",
+    concurrency: Annotated[int, typer.Option(help="Queries run at once.")] = 4,
+    budget: Annotated[int, typer.Option(help="Token budget T.")] = 32768,
+    max_turns: Annotated[int, typer.Option(help="Maximum turns.")] = 128,
+    limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
+    beta: Annotated[float, typer.Option(help="β of F_β.")] = 4.0,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run a task set (resumable, concurrent); write per-query JSONL, summary, plots, HTML."""
+    from sleuth.eval import run_eval
+    from sleuth.tasks import load_tasks
+
+    task_list = load_tasks(tasks)[:limit]
+    config = _harness_config(budget, max_turns, local=policy == "local" or (model and not base_url), fmt=fmt)
+    if policy == "local" or model:
+        loaded = make_policy("local" if not base_url else None, model, base_url, fmt=fmt, adapter=adapter)
+        chosen = _fresh_policy_factory(loaded)
+    else:
+        chosen = policy
+    summary = run_eval(task_list, chosen, _toolbox(index), out, concurrency=concurrency, rollouts=rollouts,
+                       fuse=fuse, harness_config=config, beta=beta)
+    if as_json:
+        print(json.dumps(summary))
+    else:
+        print((Path(out) / "summary.md").read_text())
+        console.print(f"report: {Path(out) / 'report.html'}")
+
+
+def _harness_config(budget: int, max_turns: int, local: bool, fmt: str = "chat"):
+    """Harness settings; a local small model gets a context-sized budget and short replies."""
+    from sleuth.harness import BudgetConfig, HarnessConfig
+
+    return HarnessConfig(budget=BudgetConfig(total=budget, max_turns=max_turns),
+                         max_reply_tokens=1024 if local else None, echo_reasoning=fmt == "harmony")
+
+
+def _fresh_policy_factory(loaded):
+    """Policies keep per-run state; share the loaded weights, make a fresh wrapper per run."""
+    from sleuth.policies.local_hf import LocalHFPolicy
+
+    if isinstance(loaded, LocalHFPolicy):
+        def factory():
+            return LocalHFPolicy(loaded.model, loaded.tokenizer, temperature=loaded.temperature,
+                                 top_p=loaded.top_p, max_new_tokens=loaded.max_new_tokens, name=loaded.name)
+        return factory
+    return lambda: loaded
+
+
+@serve_app.command("mcp")
+@cli_errors
+def serve_mcp(
+    index: IndexOpt,
+    http: Annotated[bool, typer.Option(help="Streamable HTTP instead of stdio.")] = False,
+    host: Annotated[str, typer.Option(help="HTTP host.")] = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="HTTP port.")] = 8765,
+    policy: Annotated[str | None, typer.Option(help="Subagent policy for the `search` tool.")] = None,
+    model: ModelOpt = None, base_url: BaseUrlOpt = None,
+    api_key: Annotated[str, typer.Option(envvar="OPENAI_API_KEY")] = "EMPTY",
+    budget: Annotated[int | None, typer.Option(help="Token budget T of `search`.")] = None,
+    reranker: Annotated[str | None, typer.Option(help="none | cross-encoder:PATH | endpoint:MODEL@URL")] = None,
+    trajectory_dir: Annotated[Path | None, typer.Option(help="Where `search` writes trajectories.")] = None,
+) -> None:
+    """Serve the four tools and the whole subagent (`search`) over MCP (stdio; optional HTTP)."""
+    from sleuth.serve import McpServerConfig, policy_factory_for, serve
+
+    factory = policy_factory_for(policy, model=model, base_url=base_url, api_key=api_key)
+    serve(index, "http" if http else "stdio", host, port, factory,
+          McpServerConfig(reranker=reranker, budget=budget, trajectory_dir=trajectory_dir))
 
 
 if __name__ == "__main__":

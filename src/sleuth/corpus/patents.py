@@ -80,7 +80,9 @@ def _csv_document(row: dict[str, str], path: Path, line: int) -> Document:
         if not values[column]:
             raise InputError(f"empty {column}", source=str(path), record=record)
     if not _DATE.match(values["patent_date"]):
-        raise InputError(f"bad patent_date {values['patent_date']!r}", source=str(path), record=record)
+        raise InputError(
+            f"bad patent_date {values['patent_date']!r}", source=str(path), record=record
+        )
     doc_id = patent_id(values["patent_number"])
     metadata = {
         "number": doc_id,

@@ -46,9 +46,8 @@ _PERIOD = re.compile(rf"(?:year|period)\s+ended:?\s*{_DATE}", re.IGNORECASE)
 _REPORT = re.compile(rf"date\s+of\s+report[^:]{{0,60}}?\)?\s*:?\s*{_DATE}", re.IGNORECASE)
 _ANY_DATE = re.compile(_DATE, re.IGNORECASE)
 _REGISTRANT = re.compile(r"exact name of registrant", re.IGNORECASE)
-_FILED_BY = re.compile(
-    r"filed by\s+([A-Z][\w.,&' -]{2,80}?(?:Company|Inc\.?|Corporation|Corp\.|N\.V\.|Ltd\.?|LLC|plc))",
-)
+_CORPORATE = r"(?:Company|Inc\.?|Corporation|Corp\.|N\.V\.|Ltd\.?|LLC|plc)"
+_FILED_BY = re.compile(rf"filed by\s+([A-Z][\w.,&' -]{{2,80}}?{_CORPORATE})")
 _TICKER_AREA = re.compile(r"trading\s+symbol", re.IGNORECASE)
 _TICKER = re.compile(r"(?<![\w$.-])[A-Z]{1,5}(?![\w.-])")
 _NOT_TICKERS = {"LLC", "NYSE", "THE", "INC", "USD", "EUR", "N", "A", "NONE", "NA"}

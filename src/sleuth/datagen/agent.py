@@ -93,7 +93,6 @@ def run_agent(
     tools: list[AgentTool],
     submission: Submission,
     max_turns: int,
-    sample: int = 0,
 ) -> AgentOutcome:
     """Run the loop until an accepted submission or the turn budget (plus one forced turn).
 
@@ -112,9 +111,7 @@ def run_agent(
         if forced:
             messages.append({"role": "user", "content": _FORCE.format(name=submission.name)})
         choice = {"type": "function", "function": {"name": submission.name}} if forced else "auto"
-        result = llm.complete(
-            messages, stage=stage, tools=schemas, sample=sample, tool_choice=choice
-        )
+        result = llm.complete(messages, stage=stage, tools=schemas, tool_choice=choice)
         messages.append(result.assistant_message())
         if not result.tool_calls:
             messages.append({"role": "user", "content": _NUDGE.format(name=submission.name)})

@@ -1,7 +1,7 @@
 """Deterministic checks on what an author agent submits, returned to it as fixable errors.
 
 These run before any verification call, so an obviously broken puzzle (a clue with a year in it,
-an answer spelled out in the question, a document the agent never opened) costs one more agent
+an answer spelled out in the question, a document the agent never read) costs one more agent
 turn instead of a verification round. Verification still re-checks everything that matters.
 """
 
@@ -20,14 +20,14 @@ MIN_TITLE_CHARS = 4
 def check_documents(
     doc_ids: Sequence[str], session: Session, banned: Sequence[str] = ()
 ) -> list[str]:
-    """Supporting documents are distinct, exist, lie in scope, were opened, and are not banned."""
+    """Supporting documents are distinct, exist, lie in scope, were read, and are not banned."""
     errors = []
     if len(set(doc_ids)) != len(doc_ids):
         errors.append("supporting documents must be distinct")
     for doc_id in doc_ids:
         if not session.allowed(doc_id):
             errors.append(f"{doc_id}: no such document in your part of the collection")
-        elif doc_id not in session.opened:
+        elif doc_id not in session.read_docs:
             errors.append(f"{doc_id}: read it with read_document before submitting it")
         elif doc_id in banned:
             errors.append(f"{doc_id}: already used by an earlier hop; pick another document")

@@ -1,7 +1,7 @@
 """Stage 3, distract: documents that match the clues but not the answer.
 
-Candidates come from the local index (the top hybrid-search hits of each clue) and, optionally,
-from an agent that searches for look-alikes. Each candidate then passes, in this order:
+Candidates come from an agent that searches for look-alikes (optional) and from the local index
+(the top hybrid-search hits of each clue). Each candidate then passes, in this order:
 
 1. it is a known document and not a supporting document of any hop;
 2. **the string check**: neither the answer nor any alias occurs in it
@@ -48,19 +48,24 @@ class Judgement(BaseModel):
 def distract(pipeline: Pipeline, record: TaskRecord) -> Outcome:
     """Mine distractors for the record's first hop."""
     hop = record.hops[0]
-    mine_distractors(pipeline, record, hop, stage="distract")
+    mine_distractors(pipeline, record, hop, 1, stage="distract")
     if len(hop.distractors) < pipeline.config.min_distractors:
         return Status.FAILED, f"too_few_distractors: {len(hop.distractors)}"
     return Status.PASSED, f"{len(hop.distractors)} kept, {len(hop.rejected_distractors)} rejected"
 
 
-def mine_distractors(pipeline: Pipeline, record: TaskRecord, hop: Hop, stage: str) -> None:
-    """Fill ``hop.distractors`` and ``hop.rejected_distractors`` (see the module docstring)."""
+def mine_distractors(
+    pipeline: Pipeline, record: TaskRecord, hop: Hop, number: int, stage: str
+) -> None:
+    """Fill ``hop.distractors`` and ``hop.rejected_distractors`` of hop ``number`` (1-based),
+    charging LLM calls to ``stage`` (see the module docstring)."""
     gold = {d for h in record.hops for d in h.doc_ids} | set(hop.doc_ids)
-    candidates = index_candidates(pipeline, hop, gold)
+    # Proposals first: an agent picked them as look-alikes; index hits fill the rest.
+    candidates = []
     if pipeline.config.llm_distractors:
-        candidates += [c for c in proposed_candidates(pipeline, record, hop, gold, stage)
-                       if c not in candidates]  # fmt: skip
+        proposed = proposed_candidates(pipeline, record, hop, number, gold, stage)
+        candidates = list(dict.fromkeys(proposed))
+    candidates += [c for c in index_candidates(pipeline, hop, gold) if c not in candidates]
     hop.distractors, hop.rejected_distractors = [], {}
     for doc_id in candidates:
         if len(hop.distractors) >= pipeline.config.max_distractors:
@@ -85,10 +90,10 @@ def index_candidates(pipeline: Pipeline, hop: Hop, gold: set[str]) -> list[str]:
 
 
 def proposed_candidates(
-    pipeline: Pipeline, record: TaskRecord, hop: Hop, gold: set[str], stage: str
+    pipeline: Pipeline, record: TaskRecord, hop: Hop, number: int, gold: set[str], stage: str
 ) -> list[str]:
     """Document ids an agent proposes after searching for look-alikes."""
-    session = pipeline.session(record, f"{stage}-propose", scoped=False)
+    session = pipeline.session(record, f"distractors-hop{number}", scoped=False)
     count = pipeline.config.max_distractors
     outcome = run_agent(
         pipeline.llm,
@@ -109,7 +114,7 @@ def proposed_candidates(
         ),
         max_turns=pipeline.config.max_turns,
     )
-    pipeline.store.save_transcript(record.id, f"{stage}-{len(record.hops)}", outcome.messages)
+    pipeline.store.save_transcript(record.id, f"distractors-hop{number}", outcome.messages)
     return [p.doc_id for p in outcome.submission.distractors] if outcome.submission else []
 
 

@@ -15,6 +15,9 @@ from typing import Any
 from sleuth.index import Index
 
 _PAGE = 5000
+OVERLAP_WINDOW = 4000
+"""Characters at the end of a chunk searched for the start of the next one (the overlap is a
+few dozen tokens, far less in characters even for tables)."""
 
 
 class DocStore:
@@ -75,12 +78,12 @@ def merge_chunks(chunks: list[str]) -> str:
 
 
 def _new_part(previous: str, chunk: str) -> str:
-    """The part of ``chunk`` after its longest prefix that is a suffix of ``previous``."""
-    head = chunk[: min(len(chunk), 32)]
-    start = previous.rfind(head)
+    """The part of ``chunk`` after its longest prefix that is a suffix of ``previous``
+    (searched from the left, so the longest overlap wins)."""
+    head = chunk[:8]
+    start = previous.find(head, max(0, len(previous) - OVERLAP_WINDOW))
     while start != -1:
-        tail = previous[start:]
-        if chunk.startswith(tail):
-            return chunk[len(tail) :]
-        start = previous.rfind(head, 0, start)
+        if chunk.startswith(previous[start:]):
+            return chunk[len(previous) - start :]
+        start = previous.find(head, start + 1)
     return "\n" + chunk

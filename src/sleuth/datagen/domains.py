@@ -97,6 +97,10 @@ def _web_tools(session: Session) -> list[AgentTool]:
 
 def _sec_seed(docs: DocStore, rng: random.Random) -> SeedPick:
     companies = sorted({str(m["company"]) for m in docs.metadata.values() if m.get("company")})
+    if not companies:
+        raise ValueError(
+            "no document has a 'company' field; index filings read by sleuth.corpus.sec"
+        )
     company = rng.choice(companies)
     filings = sorted(d for d, m in docs.metadata.items() if m.get("company") == company)
     return SeedPick(docs.sample(rng, 3, among=filings), scope=company)
@@ -104,12 +108,12 @@ def _sec_seed(docs: DocStore, rng: random.Random) -> SeedPick:
 
 def _sec_tools(session: Session) -> list[AgentTool]:
     docs = session.ws.docs
+    visible = session.scope if session.scope is not None else docs.doc_ids
 
     def list_filings() -> str:
         rows = [
-            f"- {d} | {docs.meta(d).get('form', '?')} | {docs.meta(d).get('date', '?')} | "
-            f"{len(session.ws.index.document_chunks(d))} chunks"
-            for d in session.scope or []
+            f"- {d} | {docs.title(d)} | {len(session.ws.index.document_chunks(d))} chunks"
+            for d in visible
         ]
         return "\n".join(rows) or "No filings."
 
@@ -122,7 +126,7 @@ def _sec_tools(session: Session) -> list[AgentTool]:
     def random_chunks(doc_id: str = "") -> str:
         if doc_id and not session.allowed(doc_id):
             return f"Error: {doc_id!r} is not a filing of this company"
-        pool = [c for c in session.ws.chunk_ids_of([doc_id] if doc_id else session.scope or [])]
+        pool = session.ws.chunk_ids_of([doc_id] if doc_id else visible)
         fresh = sorted(set(pool) - session.seen) or sorted(pool)
         picked = session.rng.sample(fresh, min(5, len(fresh)))
         hits = [session.ws.hit(c) for c in picked]
@@ -131,7 +135,7 @@ def _sec_tools(session: Session) -> list[AgentTool]:
     return [
         AgentTool(
             "list_filings",
-            "This company's filings: id, form, date, size.",
+            "The filings you may see (one company's when restricted): id, title, size.",
             {"type": "object", "properties": {}, "required": []},
             list_filings,
         ),
@@ -235,7 +239,7 @@ def _email_tools(session: Session) -> list[AgentTool]:
         members = thread_docs(thread_id)
         if not members:
             return f"Error: unknown thread {thread_id!r}"
-        session.opened.update(members)
+        session.read_docs.update(members)
         return "\n\n".join(f"# DOCUMENT ID: {d}\n{docs.text(d)}" for d in members)
 
     def person_docs(person: str) -> list[str]:

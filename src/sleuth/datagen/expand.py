@@ -12,7 +12,8 @@ chunk that states it:
    copies from them a passage stating the same fact *and* that passage is in the chunk and
    carries every number of the original quote.
 
-Identical groups are merged; no group is ever empty.
+Identical groups are merged; no group is ever empty. Distractors that state a gold fact are
+removed from the task, since finding them is finding the fact.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ import re
 
 from pydantic import BaseModel
 
+from sleuth.corpus.models import doc_id_of
 from sleuth.datagen.quotes import normalize, quote_in_source
 from sleuth.datagen.records import Status, TaskRecord
 from sleuth.datagen.runner import Outcome, Pipeline
@@ -60,11 +62,14 @@ def expand(pipeline: Pipeline, record: TaskRecord) -> Outcome:
         for doc_id, evidence in hop.evidence.items():
             for e in evidence:
                 group = fact_group(pipeline, doc_id, e.quote)
-                if group and group not in groups:
+                if group and set(group) not in [set(g) for g in groups]:
                     groups.append(group)
     if not groups:
         return Status.FAILED, "no_fact_groups"
     record.task.gold_chunk_groups = groups
+    # A document that states a gold fact is gold-equivalent, not a distractor.
+    stating = {doc_id_of(c) for g in groups for c in g}
+    record.task.distractor_doc_ids = [d for d in record.task.distractor_doc_ids if d not in stating]
     extra = sum(len(g) for g in groups) - len(groups)
     return Status.PASSED, f"{len(groups)} facts, {extra} extra chunks"
 

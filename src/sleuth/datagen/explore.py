@@ -91,7 +91,6 @@ def explore(pipeline: Pipeline, record: TaskRecord) -> Outcome:
 
 
 def _opening(record: TaskRecord, session: Session) -> str:
-    session.opened.update(record.seed.doc_ids)
     text = session.ws.previews(record.seed.doc_ids)
     if record.seed.scope:
         text = f"You may only see documents of: {record.seed.scope}.\n{text}"

@@ -61,11 +61,9 @@ def extend(pipeline: Pipeline, record: TaskRecord) -> Outcome:
 
 def add_hop(pipeline: Pipeline, record: TaskRecord) -> list[str]:
     """Write, verify and mine distractors for one new hop; the problems (none on success)."""
-    n = len(record.hops)
-    session = pipeline.session(record, f"extend-{n}", scoped=False)
+    number = len(record.hops) + 1
+    session = pipeline.session(record, f"extend-hop{number}", scoped=False)
     truth_type = session.rng.choice(pipeline.domain.truth_types)
-    earlier = [d for h in record.hops for d in h.doc_ids]
-    session.opened.update(earlier)
     outcome = run_agent(
         pipeline.llm,
         stage="extend",
@@ -82,14 +80,14 @@ def add_hop(pipeline: Pipeline, record: TaskRecord) -> list[str]:
         ),
         max_turns=pipeline.config.max_turns,
     )
-    pipeline.store.save_transcript(record.id, f"extend-{n}", outcome.messages)
+    pipeline.store.save_transcript(record.id, f"extend-hop{number}", outcome.messages)
     if outcome.submission is None:
         return [outcome.reason]
     hop = _hop(outcome.submission, record)
     result = verify_hop(pipeline, hop, stage="extend")
     if not result.passed:
         return result.reasons
-    mine_distractors(pipeline, record, hop, stage="extend")
+    mine_distractors(pipeline, record, hop, number, stage="extend")
     record.hops.append(hop)
     return []
 
@@ -110,7 +108,7 @@ def assemble_task(pipeline: Pipeline, record: TaskRecord) -> tuple[Task | None, 
         problems.append(f"too_few_distractors: {len(distractors)}")
     if problems:
         return None, problems
-    top = pipeline.ws.index.lexical_search(query, 1)
+    top = [pipeline.ws.index.chunk(c) for c, _ in pipeline.ws.index.lexical_search(query, 1)]
     task = Task(
         id=record.id,
         query=query,
@@ -126,7 +124,7 @@ def assemble_task(pipeline: Pipeline, record: TaskRecord) -> tuple[Task | None, 
         clues=clues,
         gold_per_hop=[_hop_summary(h) for h in hops],
         gold_quotes={d: [e.quote for e in ev] for h in hops for d, ev in h.evidence.items()},
-        bm25_top1_gold=bool(top) and pipeline.ws.index.chunk(top[0][0]).doc_id in gold,
+        bm25_top1_gold=bool(top) and top[0] is not None and top[0].doc_id in gold,
     )
     return task, []
 

@@ -51,7 +51,7 @@ Rules:
 - Keep each quote short: the sentence or clause that carries the fact.
 - clue_indices are the 0-based numbers of the clues a quote supports; clue_spans are the exact
   words of those clues that it supports.
-- If the document contains the answer, copy the passage that states it as answer_quote.
+- If the document states the answer, quote that passage too (its clue_indices may be empty).
 - If the document supports no clue, return an empty list of quotes.
 Reply with JSON only."""
 

@@ -47,6 +47,9 @@ class DatagenConfig:
     """Hybrid-search hits per quote examined for gold-equivalent chunks."""
     judge_equivalents: bool = True
     """Let the LLM confirm near-duplicate chunks that do not contain the quote verbatim."""
+    max_attempts: int = 3
+    """Runs of a stage on one record before an error becomes a failure (caps the cost of a
+    record that keeps crashing)."""
     workers: int = 1
     """Records processed concurrently within a stage (LLM calls are I/O bound)."""
     progress: bool = True
@@ -84,8 +87,8 @@ def run_stage(
     """Apply ``process`` to every record ready for ``stage`` and save each one when done.
 
     A record's status is set from the outcome; an exception marks it ``error`` (retried on the
-    next run) and the stage goes on. A cache miss in replay mode and an interrupt (Ctrl-C) stop
-    the stage; the records finished before are already saved.
+    next run, up to ``max_attempts`` runs) and the stage goes on. A cache miss in replay mode and
+    an interrupt (Ctrl-C) stop the stage; the records finished before are already saved.
 
     Returns:
         Count of records per resulting status.
@@ -94,13 +97,13 @@ def run_stage(
     counts: Counter = Counter()
 
     def one(record: TaskRecord) -> Status:
-        record.attempts[stage] = record.attempts.get(stage, 0) + 1
-        try:
-            status, reason = process(pipeline, record)
-        except CacheMissError:
-            raise
-        except Exception as e:  # any accident is recorded and retried on the next run
-            status, reason = Status.ERROR, f"{type(e).__name__}: {e}"
+        done = record.attempts.get(stage, 0)
+        if done >= pipeline.config.max_attempts:
+            last = record.stages[stage].reason
+            status, reason = Status.FAILED, f"error_limit: {done} attempts, last: {last}"
+        else:
+            record.attempts[stage] = done + 1
+            status, reason = _attempt(pipeline, process, record)
         record.mark(stage, status, reason)
         pipeline.store.save(record)
         return status
@@ -116,6 +119,15 @@ def run_stage(
                     counts[status] += 1
                     advance()
     return counts
+
+
+def _attempt(pipeline: Pipeline, process: Process, record: TaskRecord) -> Outcome:
+    try:
+        return process(pipeline, record)
+    except CacheMissError:
+        raise
+    except Exception as e:  # any accident is recorded and retried on the next run
+        return Status.ERROR, f"{type(e).__name__}: {e}"
 
 
 @contextmanager

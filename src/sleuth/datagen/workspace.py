@@ -3,7 +3,7 @@
 :class:`Workspace` holds what every stage shares (index, toolbox, whole documents).
 :class:`Session` is one agent's view: the chunk ids it has been shown, so a repeated search
 digs deeper instead of showing the same chunks again (the harness's dedup rule), and the
-documents it has opened.
+documents it has read in full.
 """
 
 from __future__ import annotations
@@ -44,7 +44,8 @@ class Workspace:
         self, query: str, doc_ids: Collection[str], exclude: Collection[str] = (), k: int = 25
     ) -> list[ChunkHit]:
         """Hybrid search (BM25 + dense, RRF) restricted to the chunks of ``doc_ids``."""
-        allowed = [c for c in self.chunk_ids_of(sorted(doc_ids)) if c not in set(exclude)]
+        excluded = set(exclude)
+        allowed = [c for c in self.chunk_ids_of(sorted(doc_ids)) if c not in excluded]
         if not allowed or not query.strip():
             return []
         lex = self.index.lexical
@@ -62,14 +63,13 @@ class Workspace:
         assert row is not None, chunk_id
         return ChunkHit(id=row.id, doc_id=row.doc_id, text=row.text, tokens=row.tokens, score=score)
 
-    def pack(
-        self, hits: list[ChunkHit], max_tokens: int = 4096, max_chunks: int = 10
-    ) -> ToolResult:
-        """Whole chunks in rank order within the budgets (as ``search_corpus`` packs them)."""
+    def pack(self, hits: list[ChunkHit]) -> ToolResult:
+        """Whole chunks in rank order within ``search_corpus``'s token and chunk budgets."""
+        config = self.toolbox.config
         packed, used = [], 0
         for hit in hits:
             cost = self.toolbox.block_tokens(hit)
-            if len(packed) < max_chunks and used + cost <= max_tokens:
+            if len(packed) < config.search_max_chunks and used + cost <= config.search_max_tokens:
                 packed.append(hit)
                 used += cost
         return ToolResult(tool="search", chunks=packed)
@@ -94,17 +94,16 @@ class Session:
     """Document ids the agent may see; None = the whole corpus."""
     seen: set[str] = field(default_factory=set)
     """Chunk ids already shown by a search."""
-    opened: set[str] = field(default_factory=set)
-    """Documents the agent has read or been shown."""
+    read_docs: set[str] = field(default_factory=set)
+    """Documents the agent has read (a search hit shows only a chunk)."""
     _outside: set[str] | None = field(default=None, repr=False)
 
     def allowed(self, doc_id: str) -> bool:
         return doc_id in self.ws.docs and (self.scope is None or doc_id in self.scope)
 
     def show(self, result: ToolResult) -> str:
-        """Render a tool result and remember what it showed."""
+        """Render a search result and remember the chunks it showed."""
         self.seen.update(c.id for c in result.chunks)
-        self.opened.update(c.doc_id for c in result.chunks)
         return render_result(result)
 
     def search(self, query: str) -> str:
@@ -121,7 +120,7 @@ class Session:
         if not self.allowed(doc_id) and not self.allowed(doc_id_of(doc_id)):
             return f"Error: unknown document {doc_id!r}"
         result = self.ws.toolbox.read_document(doc_id)
-        self.opened.update(c.doc_id for c in result.chunks)
+        self.read_docs.update(c.doc_id for c in result.chunks)
         return render_result(result)
 
     def random_documents(self, count: str | int = 5) -> str:

@@ -47,8 +47,8 @@ _STOPWORDS = frozenset(  # a short English list plus words every question uses
 )
 # Capitalised words that name no entity worth a bridge search.
 _CALENDAR = frozenset(
-    "january february march april may june july august september october november december "
-    "monday tuesday wednesday thursday friday saturday sunday".split()  # noqa: SIM905
+    """january february march april may june july august september october november december
+    monday tuesday wednesday thursday friday saturday sunday""".split()  # noqa: SIM905
 )
 # Lower-case words that may sit inside a name ("Bank of England", "First for Women").
 _CONNECTORS = frozenset({"of", "the", "for", "de", "del", "la", "le", "von", "van", "der", "da"})
@@ -166,7 +166,9 @@ def capitalised_spans(text: str) -> list[str]:
             if word[0].isupper() and not (i == 0 and lower in _STOPWORDS):
                 current += [*pending, word]
                 pending = []
-            elif current and (lower in _CONNECTORS or word[0].isdigit()):
+            elif current and not pending and word[0].isdigit():
+                current.append(word)
+            elif current and lower in _CONNECTORS:
                 pending.append(word)
             else:
                 _flush(current, spans)

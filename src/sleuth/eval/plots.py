@@ -8,6 +8,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from matplotlib.figure import Figure
+from matplotlib.ticker import MaxNLocator
 
 GROUP_METRICS = {
     "final_answer_found": "final answer found",
@@ -67,6 +68,7 @@ def tokens_over_turns(tokens_by_run: Sequence[Sequence[int]]) -> bytes:
         values = [t[turn] for t in tokens_by_run if len(t) > turn]
         means.append(sum(values) / len(values))
     ax.plot(range(1, longest + 1), means, color="tab:blue", linewidth=2.2, label="mean")
+    ax.xaxis.set_major_locator(MaxNLocator(integer=True))
     ax.set_xlabel("turn")
     ax.set_ylabel("context tokens sent")
     ax.set_title("Tokens over turns")

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
 from sleuth.errors import InputError
@@ -77,6 +78,7 @@ def run_eval(
     rrf_k: int = RRF_K,
     retry_failed: bool = False,
     progress: bool = True,
+    label: str | None = None,
 ) -> dict[str, Any]:
     """Evaluate ``policy`` on ``tasks``; returns the summary (also written to ``summary.json``).
 
@@ -95,18 +97,20 @@ def run_eval(
         beta: β of F_β in the metrics and the reward.
         retry_failed: run again the queries whose every rollout failed.
         progress: show a progress bar.
+        label: the policy's name in ``run.json`` and the reports (default: ``policy`` if a
+            name, else the factory's ``__name__``); a resumed run must keep it.
 
     Raises:
         InputError: bad settings, or ``out_dir`` holds a run with other settings.
     """
     _check_settings(tasks, concurrency, rollouts, fuse)
     out = Path(out_dir)
-    label = policy if isinstance(policy, str) else getattr(policy, "__name__", "custom")
+    if label is None:
+        label = policy if isinstance(policy, str) else getattr(policy, "__name__", "custom")
     run = {"schema_version": RECORD_SCHEMA_VERSION, "policy": label, "rollouts": rollouts}
     run |= {"fuse": fuse if rollouts > 1 else None, "rrf_k": rrf_k, "beta": beta}
-    _claim(out, run)
     job = _Job(
-        make_policy=(lambda: make_policy(policy)) if isinstance(policy, str) else policy,
+        make_policy=_factory(policy),
         tools=tools_for(policy, tools) if isinstance(policy, str) else tools,
         harness=harness_config or HarnessConfig(),
         out_dir=out,
@@ -115,6 +119,7 @@ def run_eval(
         beta=beta,
         rrf_k=rrf_k,
     )
+    _claim(out, run)
     finished = load_results(out / RESULTS)
     todo = [t for t in tasks if _needs_run(finished.get(t.id), retry_failed)]
     _run_all(job, todo, finished, concurrency, progress, total=len(tasks))
@@ -140,7 +145,8 @@ def _run_task(task: Task, job: _Job) -> dict[str, Any]:
         Harness(job.tools, job.make_policy(), job.harness).run(task.query, trajectory_path=p)
         for p in paths
     ]
-    scored = score_rollouts(task, [t.summary() for t in runs], job.beta, job.rrf_k)
+    summaries = [t.summary() for t in runs]
+    scored = score_rollouts(task, summaries, job.beta, job.rrf_k)
     return {
         "schema_version": RECORD_SCHEMA_VERSION,
         "task_id": task.id,
@@ -154,7 +160,7 @@ def _run_task(task: Task, job: _Job) -> dict[str, Any]:
         "gold_doc_ids": task.gold_doc_ids,
         "trajectories": [_relative(p, job.out_dir) for p in paths],
         "stop_reasons": [t.stop_reason and t.stop_reason.value for t in runs],
-        "error": runs[0].error if all(t.error for t in runs) else None,
+        "error": summaries[0].error if all(s.error for s in summaries) else None,
         "turn_tool_calls": [[len(turn.tool_events) for turn in t.turns] for t in runs],
         "turn_tokens": [[turn.prompt_tokens for turn in t.turns] for t in runs],
     }
@@ -171,7 +177,8 @@ def _run_all(
     """Run ``todo`` on a bounded pool; the main thread alone appends records, in finish order."""
     results = job.out_dir / RESULTS
     columns = [*Progress.get_default_columns()[:1], BarColumn(), MofNCompleteColumn()]
-    with Progress(*columns, TimeRemainingColumn(), disable=not show) as bar:
+    console = Console(stderr=True)  # stdout stays clean for `sleuth eval --json`
+    with Progress(*columns, TimeRemainingColumn(), console=console, disable=not show) as bar:
         task_bar = bar.add_task("eval", total=total, completed=total - len(todo))
         pool = ThreadPoolExecutor(concurrency, thread_name_prefix="sleuth-eval")
         try:
@@ -183,6 +190,13 @@ def _run_all(
                 bar.advance(task_bar)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _factory(policy: str | PolicyFactory) -> PolicyFactory:
+    if not isinstance(policy, str):
+        return policy
+    make_policy(policy)  # a bad name fails here, once, rather than in every worker
+    return lambda: make_policy(policy)
 
 
 def _check_settings(tasks: Sequence[Task], concurrency: int, rollouts: int, fuse: str) -> None:

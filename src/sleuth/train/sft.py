@@ -234,7 +234,7 @@ def sft_step(
     for i in range(0, len(batch), config.micro_batch_size):
         loss_sum, _ = nll_sum(model, batch[i : i + config.micro_batch_size], pad, device)
         (loss_sum / max(n_targets, 1)).backward()  # token mean over the whole batch
-        total += float(loss_sum)
+        total += float(loss_sum.detach())
     grad_norm = clip_and_step(model, optimizer, config.grad_clip)
     return {"loss": total / max(n_targets, 1), "grad_norm": grad_norm, "tokens": float(n_targets)}
 

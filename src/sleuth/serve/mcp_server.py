@@ -1,0 +1,376 @@
+"""The retrieval tools and the whole subagent over MCP (SPEC §2, §8 ``sleuth serve mcp``).
+
+Built on the official ``mcp`` SDK (v2 ``MCPServer``, formerly FastMCP). Five tools:
+
+* ``search_corpus``, ``grep_corpus``, ``read_document``: one :class:`Toolbox` call each. The
+  text content is exactly what the policy sees (:func:`render_result`); the structured content
+  is ``{"result": [...]}``, where the list is the SPEC §8 tool JSON (chunks
+  ``{id, doc_id, text, tokens, score}`` then ``{error}`` when the call failed), wrapped because
+  MCP structured content must be an object. A failed call has ``isError`` set.
+* ``prune_chunks``: an acknowledgement. An MCP client owns its context, so the server cannot
+  edit it; the call sorts the ids into chunks that exist in the index and unknown ids, and the
+  client drops the acknowledged blocks itself.
+* ``search``: the whole subagent (harness + policy) on one query; the ``sleuth run --json``
+  object as structured content, the ranked list as text, the trajectory written to a file.
+
+The server keeps no state between calls: the harness's dedup becomes ``search_corpus``'s
+``exclude_chunk_ids`` argument. Results therefore depend only on the arguments, several clients
+can share one server, and the HTTP transport runs stateless.
+"""
+
+from __future__ import annotations
+
+import argparse
+import functools
+import os
+import sys
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal
+from uuid import uuid4
+
+from mcp.server.mcpserver import MCPServer
+from mcp.types import CallToolResult, TextContent
+from pydantic import BaseModel, Field
+
+from sleuth.errors import InputError, SleuthError
+from sleuth.eval.baselines import make_policy
+from sleuth.harness.loop import HarnessConfig
+from sleuth.harness.policy import Policy
+from sleuth.harness.run import run_query
+from sleuth.index import Index
+from sleuth.tools.rerank import make_reranker
+from sleuth.tools.schemas import GREP, READ
+from sleuth.tools.toolbox import Toolbox, ToolConfig
+from sleuth.tools.types import ChunkHit, ToolResult, render_result
+
+PolicyFactory = Callable[[], Policy]
+Transport = Literal["stdio", "http"]
+
+DEFAULT_POLICY = "heuristic"  # scripted multi-step agent: serves offline, no model needed
+DEFAULT_HOST = "127.0.0.1"  # local only; expose it further on purpose, behind your own auth
+DEFAULT_PORT = 8765  # not 8000, which `chroma run` takes by default
+SERVER_NAME = "sleuth"
+INSTRUCTIONS = (
+    "Search a document corpus. `search` runs the whole search subagent and returns ranked "
+    "documents with justifications. search_corpus, grep_corpus and read_document are its single "
+    "retrieval tools; pass the chunk ids you have already seen as exclude_chunk_ids to get new "
+    "ones, and prune_chunks to confirm which chunks to drop from your own context."
+)
+
+
+@dataclass(frozen=True)
+class McpServerConfig:
+    """How the MCP server runs the retrieval tools and the subagent."""
+
+    reranker: str | None = None
+    """Reranker spec for search_corpus (``none``, ``cross-encoder:PATH``,
+    ``endpoint:MODEL@URL``); default none, RRF order (SPEC §1)."""
+    harness: HarnessConfig = field(default_factory=HarnessConfig)
+    """Loop settings of the ``search`` tool (SPEC §3 defaults)."""
+    budget: int | None = None
+    """Token budget T of the ``search`` tool; overrides ``harness.budget`` when set."""
+    trajectory_dir: Path | None = None
+    """Where ``search`` writes trajectories; default ``$SLEUTH_HOME/runs``."""
+
+
+class ErrorItem(BaseModel):
+    """The last item of a failed tool call's list (SPEC §8)."""
+
+    error: str
+
+
+class ChunkListing(BaseModel):
+    """Structured content of a retrieval tool: the SPEC §8 list under ``result``."""
+
+    result: list[ChunkHit | ErrorItem]
+
+
+class PruneAck(BaseModel):
+    """Structured content of ``prune_chunks``."""
+
+    pruned: list[str]
+    """Ids of chunks in the index: drop their blocks from your context."""
+    unknown: list[str]
+    """Ids that name no chunk of the index (reported, not fatal: SPEC §2)."""
+
+
+class RankedDocument(BaseModel):
+    id: str
+    rank: int
+    justification: str
+
+
+class SearchRun(BaseModel):
+    """Structured content of ``search``: the ``sleuth run --json`` object (SPEC §8)."""
+
+    documents: list[RankedDocument]
+    trajectory: str
+    turns: int
+    tool_calls: int
+    peak_tokens: int
+    stop_reason: str
+    malformed: bool
+    error: str | None
+
+
+QueryArg = Annotated[str, Field(description="What to look for.")]
+ExcludeArg = Annotated[
+    list[str] | None,
+    Field(description="Chunk ids you have already seen; they are never returned again."),
+]
+PatternArg = Annotated[
+    str, Field(description=GREP["function"]["parameters"]["properties"]["pattern"]["description"])
+]
+DocIdArg = Annotated[
+    str, Field(description=READ["function"]["parameters"]["properties"]["doc_id"]["description"])
+]
+ReadQueryArg = Annotated[
+    str | None,
+    Field(description="What you are looking for; a long document keeps the chunks closest to it."),
+]
+ChunkIdsArg = Annotated[list[str], Field(description="Chunk ids to remove from your context.")]
+QuestionArg = Annotated[str, Field(description="The question to find supporting documents for.")]
+
+
+def tool_json(result: ToolResult) -> list[dict[str, Any]]:
+    """The SPEC §8 JSON of one tool call: its chunks, then ``{"error"}`` if it failed."""
+    items: list[dict[str, Any]] = [c.model_dump() for c in result.chunks]
+    if result.error is not None:
+        items.append({"error": result.error})
+    return items
+
+
+def tool_reply(result: ToolResult) -> CallToolResult:
+    """Policy-visible text plus the SPEC §8 list; a tool error is a result, never an exception."""
+    return CallToolResult(
+        content=[TextContent(type="text", text=render_result(result))],
+        structured_content={"result": tool_json(result)},
+        is_error=not result.ok,
+    )
+
+
+def render_run(run: dict[str, Any]) -> str:
+    """The ranked list as a reader model would want it, then how the run went."""
+    lines = [f"{d['rank']}. {d['id']}: {d['justification']}" for d in run["documents"]]
+    if not lines:
+        lines.append("No documents found.")
+    status = f"turns {run['turns']}, tool calls {run['tool_calls']}, stop {run['stop_reason']}"
+    lines.append(f"\n({status}; trajectory {run['trajectory']})")
+    if run["error"]:
+        lines.append(f"Error: {run['error']}")
+    return "\n".join(lines)
+
+
+class SleuthTools:
+    """The five MCP tools over one toolbox; every method is stateless."""
+
+    def __init__(self, toolbox: Toolbox, policy_factory: PolicyFactory, config: McpServerConfig):
+        self.toolbox = toolbox
+        self.policy_factory = policy_factory
+        self.config = config
+
+    def search_corpus(
+        self, query: QueryArg, exclude_chunk_ids: ExcludeArg = None
+    ) -> Annotated[CallToolResult, ChunkListing]:
+        return tool_reply(self.toolbox.search_corpus(query, exclude=exclude_chunk_ids or ()))
+
+    def grep_corpus(self, pattern: PatternArg) -> Annotated[CallToolResult, ChunkListing]:
+        return tool_reply(self.toolbox.grep_corpus(pattern))
+
+    def read_document(
+        self, doc_id: DocIdArg, query: ReadQueryArg = None
+    ) -> Annotated[CallToolResult, ChunkListing]:
+        return tool_reply(self.toolbox.read_document(doc_id, query=query))
+
+    def prune_chunks(self, chunk_ids: ChunkIdsArg) -> Annotated[CallToolResult, PruneAck]:
+        ids = list(dict.fromkeys(chunk_ids))
+        pruned = [i for i in ids if self.toolbox.index.chunk(i) is not None]
+        unknown = [i for i in ids if i not in pruned]
+        text = f"Pruned {len(pruned)} chunk(s)" + (f": {', '.join(pruned)}." if pruned else ".")
+        if unknown:
+            text += f" Not in the index: {', '.join(unknown)}."
+        return CallToolResult(
+            content=[TextContent(type="text", text=text)],
+            structured_content=PruneAck(pruned=pruned, unknown=unknown).model_dump(),
+        )
+
+    def search(self, query: QuestionArg) -> Annotated[CallToolResult, SearchRun]:
+        try:
+            run = run_query(
+                self.toolbox,
+                query,
+                policy=self.policy_factory(),
+                config=self.config.harness,
+                budget=self.config.budget,
+                trajectory=self._trajectory_path(),
+            )
+        except InputError as exc:  # a blank query or a bad budget: the caller's to fix
+            return CallToolResult(
+                content=[TextContent(type="text", text=f"Error: {exc}")], is_error=True
+            )
+        return CallToolResult(
+            content=[TextContent(type="text", text=render_run(run))],
+            structured_content=run,
+            is_error=run["error"] is not None,
+        )
+
+    def _trajectory_path(self) -> Path | None:
+        folder = self.config.trajectory_dir
+        return folder / f"mcp-{uuid4().hex}.jsonl" if folder else None
+
+
+def tool_descriptions(tools: ToolConfig, harness: HarnessConfig) -> dict[str, str]:
+    """What each MCP tool does, with the limits this server really applies."""
+    return {
+        "search_corpus": (
+            "Hybrid keyword (BM25) and semantic search over the corpus, fused by reciprocal rank; "
+            f"at most {tools.search_max_chunks} chunks within {tools.search_max_tokens:,} tokens, "
+            "each shown with its id and token count. The server remembers nothing: pass the ids "
+            "you have already seen as exclude_chunk_ids."
+        ),
+        "grep_corpus": GREP["function"]["description"],
+        "read_document": READ["function"]["description"],
+        "prune_chunks": (
+            "Confirm chunks to remove from your own context to free token budget. The server "
+            "keeps no context of yours: it reports which ids exist in the index (drop those "
+            "blocks yourself) and which are unknown; keep passing pruned ids as exclude_chunk_ids."
+        ),
+        "search": (
+            "Run the whole search subagent on a question: it searches over several turns, prunes "
+            f"its own context and returns up to {harness.max_documents} ranked documents, each "
+            "with a short justification, plus the path of the full trajectory. It does not answer "
+            "the question."
+        ),
+    }
+
+
+def build_server(
+    index_dir: str | Path,
+    policy_factory: PolicyFactory | None = None,
+    config: McpServerConfig | None = None,
+) -> MCPServer:
+    """An MCP server exposing the four tools and the ``search`` subagent over one index.
+
+    Args:
+        index_dir: a finished sleuth index (``sleuth ingest``).
+        policy_factory: makes a fresh policy for each ``search`` call (policies keep per-run
+            state); default the scripted ``heuristic`` agent, which needs no model.
+        config: reranker, harness and trajectory settings.
+
+    Returns:
+        The server, not yet running (``server.run("stdio")``, or see :func:`serve`).
+
+    Raises:
+        InputError: ``index_dir`` is not a finished index.
+
+    Example::
+
+        build_server("corpus-index").run("stdio")
+    """
+    config = config or McpServerConfig()
+    toolbox = Toolbox(Index.open(index_dir), reranker=make_reranker(config.reranker))
+    tools = SleuthTools(toolbox, policy_factory or policy_factory_for(), config)
+    server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS)
+    for name, description in tool_descriptions(toolbox.config, config.harness).items():
+        server.add_tool(getattr(tools, name), name=name, description=description)
+    return server
+
+
+def policy_factory_for(
+    policy: str | None = None,
+    *,
+    model: str | None = None,
+    base_url: str | None = None,
+    api_key: str = "EMPTY",
+) -> PolicyFactory:
+    """The subagent policy the CLI asked for: a chat model endpoint, or a named policy.
+
+    Raises:
+        InputError: a base URL without a model, both a model and a policy name, an unknown
+            name, or a one-retriever
+            baseline (``bm25``/``dense`` need the eval runner's toolbox).
+    """
+    if base_url and not model:
+        raise InputError("--base-url needs --model")
+    if model:
+        if policy:
+            raise InputError("give --model (with --base-url) or --policy, not both")
+        from sleuth.policies.openai_chat import OpenAIChatPolicy
+
+        return functools.partial(OpenAIChatPolicy, model, base_url=base_url, api_key=api_key)
+    name = policy or DEFAULT_POLICY
+    if name in ("bm25", "dense"):
+        raise InputError(f"--policy {name} is an eval baseline; serve heuristic or a model")
+    make_policy(name)  # an unknown name fails now, not on the first search
+    return functools.partial(make_policy, name)
+
+
+def serve(
+    index_dir: str | Path,
+    transport: Transport = "stdio",
+    host: str = DEFAULT_HOST,
+    port: int = DEFAULT_PORT,
+    policy_factory: PolicyFactory | None = None,
+    config: McpServerConfig | None = None,
+) -> None:
+    """Serve ``index_dir`` over MCP: :func:`build_server`, then :func:`run_server`."""
+    run_server(build_server(index_dir, policy_factory, config), transport, host, port)
+
+
+def run_server(server: MCPServer, transport: Transport, host: str, port: int) -> None:
+    """Serve until stdin closes (stdio) or the process is stopped (http).
+
+    ``http`` is streamable HTTP at ``http://HOST:PORT/mcp``, stateless since no tool keeps state.
+    """
+    if transport == "stdio":
+        server.run("stdio")
+    else:
+        server.run("streamable-http", host=host, port=port, stateless_http=True)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(
+        prog="python -m sleuth.serve.mcp_server", description="Serve a sleuth index over MCP."
+    )
+    p.add_argument("--index", required=True, type=Path, help="Index folder (sleuth ingest).")
+    p.add_argument("--http", action="store_true", help="Streamable HTTP instead of stdio.")
+    p.add_argument("--host", default=DEFAULT_HOST, help="HTTP host (default %(default)s).")
+    p.add_argument(
+        "--port", type=int, default=DEFAULT_PORT, help="HTTP port (default %(default)s)."
+    )
+    p.add_argument("--policy", help=f"Subagent policy name (default {DEFAULT_POLICY}).")
+    p.add_argument("--model", help="Chat model for the subagent (OpenAI-compatible endpoint).")
+    p.add_argument("--base-url", help="Endpoint of --model, e.g. http://127.0.0.1:8000/v1.")
+    p.add_argument(
+        "--api-key",
+        default=os.environ.get("OPENAI_API_KEY", "EMPTY"),
+        help="Key for --base-url (default $OPENAI_API_KEY, else EMPTY).",
+    )
+    p.add_argument("--budget", type=int, help="Token budget T of the subagent (default 32768).")
+    p.add_argument("--reranker", help="none | cross-encoder:PATH | endpoint:MODEL@URL")
+    p.add_argument("--trajectory-dir", type=Path, help="Where search writes trajectories.")
+    return p.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``python -m sleuth.serve.mcp_server``; bad input: one line on stderr, exit code 2."""
+    args = parse_args(argv)
+    config = McpServerConfig(
+        reranker=args.reranker, budget=args.budget, trajectory_dir=args.trajectory_dir
+    )
+    try:
+        factory = policy_factory_for(
+            args.policy, model=args.model, base_url=args.base_url, api_key=args.api_key
+        )
+        server = build_server(args.index, factory, config)
+    except (SleuthError, ValueError) as exc:  # ValueError: a bad --reranker spec
+        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
+        return 2
+    run_server(server, "http" if args.http else "stdio", args.host, args.port)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

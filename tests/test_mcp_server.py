@@ -1,0 +1,247 @@
+"""`sleuth serve mcp` driven by the official MCP client, as a desktop client would run it.
+
+The server runs as a subprocess (`python -m sleuth.serve.mcp_server`) over a small hash-embedded
+index. One client session per transport makes every call; the tests then check what came back,
+so the subprocess and its imports are paid once.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+from mcp import ClientSession, StdioServerParameters, stdio_client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.types import CallToolResult
+
+from sleuth.corpus.models import Document
+from sleuth.errors import InputError
+from sleuth.index import Index
+from sleuth.policies.openai_chat import OpenAIChatPolicy
+from sleuth.serve import policy_factory_for
+
+TOOL_NAMES = {"search_corpus", "grep_corpus", "read_document", "prune_chunks", "search"}
+QUESTION = "Which river flows through Egypt?"
+DOCS = [
+    Document(id="nile", text="The Nile is a river in Africa. It flows north through Egypt."),
+    Document(id="amazon", text="The Amazon river in South America carries the most water."),
+    Document(id="cairo", text="Cairo, the capital of Egypt, lies on the banks of the Nile."),
+    Document(id="alps", text="The Alps are a mountain range in Europe with glaciers."),
+]
+CALLS: dict[str, tuple[str, dict[str, Any]]] = {
+    "search": ("search_corpus", {"query": "river Egypt"}),
+    "search_excluding": (
+        "search_corpus",
+        {"query": "river Egypt", "exclude_chunk_ids": ["nile_0"]},
+    ),
+    "grep_bad": ("grep_corpus", {"pattern": "(unclosed"}),
+    "grep": ("grep_corpus", {"pattern": r"\bglaciers?\b"}),
+    "read": ("read_document", {"doc_id": "cairo"}),
+    "read_unknown": ("read_document", {"doc_id": "atlantis"}),
+    "prune": ("prune_chunks", {"chunk_ids": ["nile_0", "nowhere_3"]}),
+    "subagent": ("search", {"query": QUESTION}),
+    "subagent_blank": ("search", {"query": "  "}),
+}
+
+
+@pytest.fixture(scope="module")
+def index_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("mcp") / "index"
+    Index.create(path, embedder="hash").ingest(DOCS)
+    return path
+
+
+def server_args(index_dir: Path, *extra: str) -> list[str]:
+    trajectories = index_dir.parent / "runs"
+    return [
+        "-m",
+        "sleuth.serve.mcp_server",
+        "--index",
+        str(index_dir),
+        "--policy",
+        "heuristic",
+        "--trajectory-dir",
+        str(trajectories),
+        *extra,
+    ]
+
+
+async def converse(session: ClientSession) -> dict[str, Any]:
+    """List the tools, then make every call in CALLS."""
+    await session.initialize()
+    replies: dict[str, Any] = {"tools": (await session.list_tools()).tools}
+    for key, (name, arguments) in CALLS.items():
+        replies[key] = await session.call_tool(name, arguments)
+    return replies
+
+
+@pytest.fixture(scope="module")
+def stdio_replies(index_dir: Path) -> dict[str, Any]:
+    params = StdioServerParameters(
+        command=sys.executable, args=server_args(index_dir), env=dict(os.environ)
+    )
+
+    async def run() -> dict[str, Any]:
+        async with stdio_client(params) as (read, write), ClientSession(read, write) as session:
+            return await converse(session)
+
+    return anyio.run(run)
+
+
+def structured(reply: CallToolResult) -> Any:
+    assert reply.structured_content is not None
+    return reply.structured_content
+
+
+def text(reply: CallToolResult) -> str:
+    return "\n".join(block.text for block in reply.content if block.type == "text")
+
+
+def test_lists_five_tools_with_input_schemas(stdio_replies):
+    tools = {t.name: t for t in stdio_replies["tools"]}
+    assert set(tools) == TOOL_NAMES
+    for tool in tools.values():
+        assert tool.input_schema["type"] == "object" and tool.description
+        assert tool.output_schema is not None
+    assert tools["search_corpus"].input_schema["required"] == ["query"]
+    assert "exclude_chunk_ids" in tools["search_corpus"].input_schema["properties"]
+    assert tools["prune_chunks"].input_schema["properties"]["chunk_ids"]["type"] == "array"
+
+
+def test_search_corpus_returns_index_chunks_as_text_and_spec_json(stdio_replies):
+    reply = stdio_replies["search"]
+    chunks = structured(reply)["result"]
+    assert not reply.is_error and chunks
+    assert {c["doc_id"] for c in chunks} <= {d.id for d in DOCS}
+    for c in chunks:
+        assert set(c) == {"id", "doc_id", "text", "tokens", "score"}
+        assert f"# DOCUMENT ID: {c['id']} ({c['tokens']} tokens)" in text(reply)
+
+
+def test_search_corpus_honours_exclusions(stdio_replies):
+    ids = [c["id"] for c in structured(stdio_replies["search_excluding"])["result"]]
+    assert ids and "nile_0" not in ids
+
+
+def test_grep_with_a_bad_regex_is_an_error_result(stdio_replies):
+    reply = stdio_replies["grep_bad"]
+    assert reply.is_error
+    assert text(reply).startswith("Error: invalid regular expression")
+    [item] = structured(reply)["result"]
+    assert item["error"].startswith("invalid regular expression")
+
+
+def test_grep_finds_matching_chunks(stdio_replies):
+    assert [c["id"] for c in structured(stdio_replies["grep"])["result"]] == ["alps_0"]
+
+
+def test_read_document_returns_the_document(stdio_replies):
+    reply = stdio_replies["read"]
+    [chunk] = structured(reply)["result"]
+    assert chunk["doc_id"] == "cairo" and chunk["text"] == DOCS[2].text
+    assert DOCS[2].text in text(reply)
+
+
+def test_read_unknown_document_is_an_error_result(stdio_replies):
+    reply = stdio_replies["read_unknown"]
+    assert reply.is_error and structured(reply)["result"] == [
+        {"error": "unknown document 'atlantis'"}
+    ]
+
+
+def test_prune_acknowledges_known_ids_and_reports_unknown_ones(stdio_replies):
+    reply = stdio_replies["prune"]
+    assert structured(reply) == {"pruned": ["nile_0"], "unknown": ["nowhere_3"]}
+    assert "nowhere_3" in text(reply)
+
+
+def test_search_runs_the_whole_subagent(stdio_replies):
+    reply = stdio_replies["subagent"]
+    run = structured(reply)
+    assert not reply.is_error and run["stop_reason"] == "answered" and run["error"] is None
+    ranked = [d["id"] for d in run["documents"]]
+    assert ranked and set(ranked) <= {d.id for d in DOCS}
+    assert [d["rank"] for d in run["documents"]] == list(range(1, len(ranked) + 1))
+    assert run["turns"] >= 2 and run["tool_calls"] >= 2
+    assert Path(run["trajectory"]).is_file()
+    assert text(reply).startswith(f"1. {ranked[0]}: ")
+
+
+def test_search_with_a_blank_query_is_an_error_result(stdio_replies):
+    reply = stdio_replies["subagent_blank"]
+    assert reply.is_error and text(reply) == "Error: the query is empty"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_for_port(port: int, proc: subprocess.Popen, timeout_s: float = 30.0) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        assert proc.poll() is None, "the HTTP server exited"
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=0.2).close()
+            return
+        except OSError:
+            time.sleep(0.1)
+    pytest.fail("the HTTP server did not start")
+
+
+def test_streamable_http_on_localhost(index_dir: Path):
+    port = free_port()
+    args = server_args(index_dir, "--http", "--port", str(port))
+    proc = subprocess.Popen([sys.executable, *args], stderr=subprocess.DEVNULL)
+
+    async def run() -> tuple[set[str], CallToolResult]:
+        url = f"http://127.0.0.1:{port}/mcp"
+        async with streamable_http_client(url) as (read, write), ClientSession(read, write) as s:
+            await s.initialize()
+            names = {t.name for t in (await s.list_tools()).tools}
+            return names, await s.call_tool("search", {"query": QUESTION})
+
+    try:
+        wait_for_port(port, proc)
+        names, reply = anyio.run(run)
+    finally:
+        proc.terminate()
+        proc.wait(timeout=10)
+    assert names == TOOL_NAMES
+    assert structured(reply)["documents"]
+
+
+def test_bad_index_exits_2_with_one_line(tmp_path: Path):
+    cmd = [sys.executable, "-m", "sleuth.serve.mcp_server", "--index", str(tmp_path / "none")]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
+    assert done.returncode == 2
+    assert done.stderr.startswith("error: ") and "not a sleuth index" in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("policy", "options", "message"),
+    [
+        ("heuristic", {"model": "m"}, "not both"),  # two policies at once
+        (None, {"base_url": "http://127.0.0.1:1/v1"}, "--base-url needs --model"),
+        ("bm25", {}, "eval baseline"),  # needs the eval runner's one-retriever toolbox
+        ("nonsense", {}, "unknown policy"),
+    ],
+)
+def test_policy_choice_errors_name_the_fix(policy, options, message):
+    with pytest.raises(InputError, match=message):
+        policy_factory_for(policy, **options)
+
+
+def test_policy_choices_make_fresh_policies():
+    heuristic = policy_factory_for()
+    assert heuristic() is not heuristic() and heuristic().name == "heuristic"
+    chat = policy_factory_for(model="m", base_url="http://127.0.0.1:1/v1")()
+    assert isinstance(chat, OpenAIChatPolicy)
