@@ -17,7 +17,14 @@ from statistics import mean
 import pytest
 
 from sleuth.errors import InputError
-from sleuth.eval import fuse_rankings, make_policy, run_eval, score_files, score_trajectory
+from sleuth.eval import (
+    fuse_rankings,
+    make_policy,
+    run_eval,
+    run_eval_on_index,
+    score_files,
+    score_trajectory,
+)
 from sleuth.eval.baselines import RetrieverToolbox, tools_for
 from sleuth.eval.heuristic import capitalised_spans, decompose
 from sleuth.eval.transcript import final_answer, parse_chunks, query_of
@@ -28,7 +35,7 @@ from sleuth.io import read_jsonl
 from sleuth.metrics import compute_metrics
 from sleuth.policies.scripted import ScriptedPolicy, call, turn
 from sleuth.reward import compute_reward
-from sleuth.tasks import Task, read_hotpotqa
+from sleuth.tasks import Task, read_hotpotqa, save_tasks
 from sleuth.tools.types import ChunkHit, ToolResult
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"
@@ -405,11 +412,13 @@ def hotpot(tmp_path_factory):
 
 def test_end_to_end_single_pass_and_heuristic_on_hotpotqa(hotpot, tmp_path):
     tasks, toolbox = hotpot
-    results = {}
-    for policy in ["single-pass", "heuristic"]:
-        out = tmp_path / policy
-        results[policy] = run_eval(tasks, policy, toolbox, out, concurrency=2, progress=False)
-        check_report(out, tasks)
+    results = {"single-pass": run_eval(tasks, "single-pass", toolbox, tmp_path / "single-pass")}
+    save_tasks(tmp_path / "tasks.jsonl", tasks)  # the heuristic goes the `sleuth eval` way
+    results["heuristic"] = run_eval_on_index(
+        toolbox.index.path, tmp_path / "tasks.jsonl", tmp_path / "heuristic", "heuristic"
+    )
+    for policy in results:
+        check_report(tmp_path / policy, tasks)
     single, heuristic = results["single-pass"]["overall"], results["heuristic"]["overall"]
     assert single["recall"] > 0.6 and single["turns"] == 2.0
     assert heuristic["trajectory_recall"] >= single["trajectory_recall"]

@@ -1,9 +1,11 @@
-"""SFT then CISPO end to end on a tiny random model over a small real index (hash embedder).
+"""SFT and CISPO end to end on a tiny random model over a small real index (hash embedder).
 
-The scripted teacher searches with the query and lists what it saw. A short full fine-tune
-teaches the tiny model that format (its loss must fall), so its sampled rollouts differ in
-reward and RL has groups to learn from. Two RL steps then run, the second one crashes after it
-was logged and before it was checkpointed, and the run resumes.
+* SFT: a scripted teacher (search with the query, list what it saw) runs through the harness,
+  the filter keeps its runs, and a short full fine-tune lowers the loss on the kept sequences.
+* RL: two CISPO steps on the random model; the second crashes after it is logged and before it
+  is checkpointed, and the run resumes. A random model finds nothing, so every group's rewards
+  are equal; the test keeps such groups (negative tolerance) so the whole update path runs, and
+  a separate test checks that an update with real advantages moves log-probs the right way.
 """
 
 from __future__ import annotations
@@ -11,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
@@ -27,25 +28,37 @@ from sleuth.tasks import read_2wiki
 from sleuth.tasks.schema import Task
 from sleuth.tools.schemas import TOOL_SCHEMAS
 from sleuth.tools.toolbox import Toolbox, ToolConfig
-from sleuth.train.model import StudentConfig
-from sleuth.train.rl import RLConfig, minibatches, run_rl
+from sleuth.train.model import StudentConfig, build_optimizer, load_student
+from sleuth.train.rl import (
+    RLConfig,
+    TrainItem,
+    advantage_scales,
+    cispo_update,
+    minibatches,
+    run_rl,
+)
 from sleuth.train.runlog import read_log
-from sleuth.train.sft import SFTConfig, SFTReport, run_sft
+from sleuth.train.sequences import TrainSequence, collate_sequences, sequence_logprobs
+from sleuth.train.sft import SFTConfig, run_sft
 from sleuth.train.sft_filter import SFTFilterConfig
 from sleuth.train.tiny import build_tiny_model, sample_corpus
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-N_TASKS = 6
+N_TASKS = 4
 SYSTEM = "Find the documents that answer the query. Do not answer it."
 HARNESS = HarnessConfig(
     budget=BudgetConfig(total=3072, per_call_tokens=640, reply_reserve=128, max_turns=2),
-    max_reply_tokens=40,
+    max_reply_tokens=16,
     max_documents=2,
     system_prompt=SYSTEM,
 )
 _QUERY = re.compile(r"<query>(.*)</query>", re.DOTALL)
 _SHOWN = re.compile(r"# DOCUMENT ID: (\S+)_\d+ ")
+
+
+def _answer(doc_id: str) -> str:
+    return f'<Document id="{doc_id}"><Justification>Shown.</Justification></Document>'
 
 
 def teacher_script(messages: list[dict], index: int):
@@ -56,14 +69,10 @@ def teacher_script(messages: list[dict], index: int):
     return "".join(_answer(d) for d in docs)
 
 
-def _answer(doc_id: str) -> str:
-    return f'<Document id="{doc_id}"><Justification>Shown.</Justification></Document>'
-
-
-
 @pytest.fixture(scope="module")
 def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Task], Toolbox, Path]:
-    """Six 2Wiki questions, their pooled paragraphs in a hash-embedded index, a tiny model."""
+    """Four 2Wiki questions, their pooled paragraphs in a hash-embedded index, a tiny model
+    whose tokenizer was trained on the prompt, the tool schemas and the corpus."""
     root = tmp_path_factory.mktemp("rl")
     shipped = resources.files("sleuth").joinpath(
         "data/benchmarks/2wikimultihopqa/2wikimultihopqa_dev_200.jsonl"
@@ -75,37 +84,32 @@ def world(tmp_path_factory: pytest.TempPathFactory) -> tuple[list[Task], Toolbox
     index.ingest(docs)
     tools = Toolbox(Index.open(root / "index"), ToolConfig(search_max_chunks=2))
     texts = [SYSTEM, tools_system_text(TOOL_SCHEMAS), _answer("x"), *(d.text for d in docs)]
-    texts += sample_corpus()
-    model = build_tiny_model(root / "tiny", vocab_size=2048, corpus_texts=texts)
+    model = build_tiny_model(root / "tiny", vocab_size=2048, corpus_texts=texts + sample_corpus())
     return tasks, tools, model
 
 
-@pytest.fixture(scope="module")
-def sft(world, tmp_path_factory: pytest.TempPathFactory) -> tuple[SFTReport, Path]:
+def test_sft_fine_tune_lowers_the_loss_on_kept_sequences(world, tmp_path: Path) -> None:
     tasks, tools, model = world
-    out = tmp_path_factory.mktemp("sft")
     config = SFTConfig(
         student=StudentConfig(path=str(model), lora=False),
-        out_dir=str(out),
-        lr=1e-2,
-        epochs=8,
-        batch_size=3,
-        micro_batch_size=3,
+        out_dir=str(tmp_path),
+        lr=3e-3,
+        epochs=2,
+        batch_size=4,
+        micro_batch_size=2,
         max_seq_len=2048,
         harness=HARNESS,
         rollout_workers=2,
         filter=SFTFilterConfig(zero_max_share=0.9),  # the hash embedder often misses gold
     )
     report = run_sft(config, tasks, tools, lambda seed: ScriptedPolicy(teacher_script))
-    return report, out
-
-
-def test_sft_fine_tune_lowers_the_loss_on_kept_sequences(sft) -> None:
-    report, out = sft
     assert report.filter.total == N_TASKS and report.sequences == report.filter.kept > 0
-    assert report.loss_after < 0.5 * report.loss_before
-    assert (out / "model" / "config.json").exists()  # a full model, loadable by LocalHFPolicy
-    assert (out / "sft_report.json").exists() and (out / "sft_log.png").exists()
+    assert report.steps == 2 and report.loss_after < report.loss_before
+    assert (tmp_path / "model" / "config.json").exists()  # a full model, loadable as a policy
+    assert len(list((tmp_path / "teacher").glob("*.jsonl"))) == N_TASKS
+    assert json.loads((tmp_path / "sft_report.json").read_text())["steps"] == 2
+    again = run_sft(config, tasks, tools, lambda seed: ScriptedPolicy([]))  # nothing re-run
+    assert again.steps == 2 and again.loss_before == report.loss_before
 
 
 def _crash_at(step: int):
@@ -121,22 +125,21 @@ def _adam_steps(checkpoint: Path) -> float:
     return float(next(iter(state.values()))["step"])
 
 
-def test_two_rl_steps_checkpoint_crash_and_resume(world, sft, tmp_path: Path) -> None:
-    tasks, tools, _ = world
-    _, sft_out = sft
+def test_two_rl_steps_checkpoint_crash_and_resume(world, tmp_path: Path) -> None:
+    tasks, tools, model = world
     config = RLConfig(
-        student=StudentConfig(path=str(sft_out / "model"), lora=True, lora_r=8, lora_alpha=16),
+        student=StudentConfig(path=str(model), lora=True, lora_r=4, lora_alpha=8),
         out_dir=str(tmp_path),
         queries_per_step=2,
-        rollouts_per_query=3,
+        rollouts_per_query=2,
         substeps=2,
         micro_batch_size=2,
         epochs=2,
         max_steps=2,
         lr=1e-3,
+        zero_variance_tol=-1.0,  # keep constant groups so the update runs (see module doc)
         harness=HARNESS,
         rollout_workers=2,
-        max_seq_len=2048,
     )
     with pytest.raises(RuntimeError, match="simulated crash"):
         run_rl(config, tasks, tools, on_step=_crash_at(1))
@@ -146,44 +149,67 @@ def test_two_rl_steps_checkpoint_crash_and_resume(world, sft, tmp_path: Path) ->
     crashed = read_log(tmp_path / "metrics.jsonl")
     assert [r["step"] for r in crashed] == [0, 1]  # step 1 was logged, never checkpointed
     first = crashed[0]
-    assert first["groups/kept"] >= 1, "the warmed-up model must give some group a reward spread"
-    assert first["train/optimizer_steps"] == 2
+    assert first["groups/kept"] == 2 and first["train/optimizer_steps"] == 2
     assert first["train/ratio_mean_substep0"] == pytest.approx(1.0, abs=1e-3)
-    assert first["beta"] == 4.0 and crashed[1]["beta"] == 2.0
+    assert first["beta"] == 4.0 and crashed[1]["beta"] == 2.0  # annealed across the 2 epochs
+    for key in ("reward/f_beta", "reward/turn_penalty", "metrics/recall", "train/entropy"):
+        assert key in first
     steps_at_1 = _adam_steps(checkpoints / "step_000001")
+    assert steps_at_1 == 2
 
-    log = run_rl(config, tasks, tools)  # resume
+    log = run_rl(config, tasks, tools)  # resume after the crash
 
     assert [r["step"] for r in log] == [0, 1]  # the redone step replaced the orphan line
-    assert log[1]["reward/total"] == pytest.approx(crashed[1]["reward/total"])  # redone exactly
+    assert log[1]["throughput/sampled_tokens"] == crashed[1]["throughput/sampled_tokens"]
     state = json.loads((checkpoints / "step_000002" / "state.json").read_text())
     assert state["step"] == 2 and state["config"]["queries_per_step"] == 2
-    expected = steps_at_1 + log[1].get("train/optimizer_steps", 0.0)
-    assert _adam_steps(checkpoints / "step_000002") == expected  # the optimiser state continued
+    assert _adam_steps(checkpoints / "step_000002") == 4  # the optimiser state continued
     rollouts = read_log(tmp_path / "rollouts.jsonl")
-    assert [r["step"] for r in rollouts] == [0] * 6 + [1] * 6
+    assert [r["step"] for r in rollouts] == [0] * 4 + [1] * 4
     assert (tmp_path / "metrics.png").exists()
-    for key in ("reward/f_beta", "reward/turn_penalty", "metrics/recall", "train/entropy"):
-        assert key in log[0]
+    assert [r["step"] for r in run_rl(config, tasks, tools)] == [0, 1]  # finished: no new step
 
 
-def test_a_finished_run_resumes_to_nothing(world, sft, tmp_path: Path) -> None:
-    tasks, tools, _ = world
-    _, sft_out = sft
+def _item(ids: list[int], advantage: float, group: int) -> TrainItem:
+    n = len(ids)
+    mask = (0, 0) + (1,) * (n - 2)
+    return TrainItem(TrainSequence(tuple(ids), mask, (0.0,) * n, (0,)), advantage, group)
+
+
+def test_a_cispo_update_moves_log_probs_with_the_advantage(world, tmp_path: Path) -> None:
+    _, _, model_dir = world
     config = RLConfig(
-        student=StudentConfig(path=str(sft_out / "model"), lora_r=4),
+        student=StudentConfig(path=str(model_dir), lora=True, lora_r=4),
         out_dir=str(tmp_path),
-        queries_per_step=1,
-        rollouts_per_query=2,
-        max_steps=1,
-        harness=replace(HARNESS, max_reply_tokens=8),
+        substeps=2,
+        lr=1e-2,
+        anchor="recompute",  # behaviour log-probs from the current weights
     )
-    assert [r["step"] for r in run_rl(config, tasks, tools)] == [0]
-    assert [r["step"] for r in run_rl(config, tasks, tools)] == [0]
+    model, _ = load_student(config.student)
+    good, bad = [5, 9, 17, 33, 65, 129], [7, 11, 19, 37, 71, 131]
+    items = [_item(good, 1.0, 0), _item(bad, -1.0, 0)]
+
+    def logp() -> list[float]:
+        batch = collate_sequences([it.sequence for it in items])
+        with torch.no_grad():
+            lp, _ = sequence_logprobs(model, batch.input_ids)
+        return (lp * batch.loss_mask).sum(dim=1).tolist()
+
+    before = logp()
+    stats = cispo_update(model, build_optimizer(model, config.lr), items, config, 0, seed=0)
+    after = logp()
+    assert after[0] > before[0] and after[1] < before[1]
+    assert stats["ratio_mean_substep0"] == pytest.approx(1.0, abs=1e-5)  # recomputed anchor
+    assert stats["optimizer_steps"] == 2
 
 
-def test_minibatches_split_evenly_and_keep_every_item() -> None:
+def test_minibatches_split_evenly_and_advantage_scales_match_the_aggregation() -> None:
     parts = minibatches(list(range(10)), 4, seed=0)  # type: ignore[arg-type]
     assert [len(p) for p in parts] == [3, 3, 2, 2]
     assert sorted(x for p in parts for x in p) == list(range(10))
     assert len(minibatches(list(range(2)), 4, seed=0)) == 2  # never an empty minibatch
+    items = [_item([1, 2, 3, 4], 1.0, 0), _item([1, 2, 3], 1.0, 0), _item([1] * 6, 1.0, 1)]
+    # targets: 2 + 1 tokens in group 0, 4 in group 1
+    assert advantage_scales(items, "token_sum") == [1.0, 1.0, 1.0]
+    assert advantage_scales(items, "token_mean") == [1 / 7] * 3
+    assert advantage_scales(items, "prompt_mean") == [1 / 6, 1 / 6, 1 / 8]  # 1 / (groups x tokens)

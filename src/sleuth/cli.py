@@ -309,5 +309,18 @@ def serve_mcp(
           McpServerConfig(reranker=reranker, budget=budget, trajectory_dir=trajectory_dir))
 
 
+@app.command()
+@cli_errors
+def demo(
+    quick: Annotated[bool, typer.Option(help="A small subset: about 3 minutes on 2 cores.")] = False,
+    out: Annotated[Path, typer.Option(help="Output folder (index, results, reports).")] = Path("sleuth-demo"),
+    policy: Annotated[str, typer.Option(help="Subagent policy: local (SmolLM2) or any eval policy name.")] = "local",
+) -> None:
+    """The main job on the embedded default: offline, no server, no API key."""
+    from sleuth.demo import DemoConfig, run_demo
+
+    run_demo(out, DemoConfig.quick() if quick else DemoConfig(), console, policy=policy)
+
+
 if __name__ == "__main__":
     app()

@@ -5,7 +5,7 @@ from sleuth.eval.baselines import POLICY_NAMES, RetrieverToolbox, make_policy, t
 from sleuth.eval.fusion import fuse_rankings, fuse_summaries, score_rollouts
 from sleuth.eval.heuristic import HeuristicAgent
 from sleuth.eval.report import write_report
-from sleuth.eval.runner import load_results, run_eval
+from sleuth.eval.runner import load_results, run_eval, run_eval_on_index
 from sleuth.eval.score import score_files, score_summary, score_trajectory
 
 __all__ = [
@@ -18,6 +18,7 @@ __all__ = [
     "load_results",
     "make_policy",
     "run_eval",
+    "run_eval_on_index",
     "score_files",
     "score_rollouts",
     "score_summary",

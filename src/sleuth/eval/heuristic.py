@@ -6,7 +6,8 @@
    barely overlap the question, keeping the best few documents whatever their overlap.
 3. Bridge hop: search for the names that the kept chunks mention but the question does not,
    each with the question words the best document left unexplained.
-4. Answer with the documents ranked by RRF over every search, as the view now shows them.
+4. Answer with the documents ranked by RRF over every search as the view now shows them, the
+   search for the whole question weighted up (``question_weight``).
 
 The agent is a pure function of the transcript (see :mod:`sleuth.eval.transcript`), so a run is
 deterministic given the corpus. Words are compared lower-cased and cut to ``_STEM`` characters, a

