@@ -16,6 +16,7 @@ from sleuth.datagen.llm import (
     RateLimiter,
     request_key,
 )
+from sleuth.errors import InputError
 from tests.datagen_stub import ScriptedServer, call, reply
 
 MESSAGES = [{"role": "user", "content": "Which tool?"}]
@@ -149,6 +150,6 @@ def test_rate_limiter_spaces_request_starts():
 
 
 def test_cache_requires_a_directory_unless_recording():
-    with pytest.raises(ValueError, match="needs a cache_dir"):
+    with pytest.raises(InputError, match="needs a cache directory"):
         LLMConfig(model="m", mode="replay")
     assert LLMConfig(model="m", mode="record").cache_dir is None

@@ -9,6 +9,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Collection
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from sleuth.harness.policy import PolicyOutput
 from sleuth.harness.trajectory import Trajectory
 from sleuth.policies.local_hf import LocalHFPolicy, parse_tool_calls
 from sleuth.policies.scripted import ScriptedPolicy, call, turn
+from sleuth.tools.schemas import TOOL_SCHEMAS
 from sleuth.tools.types import ChunkHit, ToolResult
 from sleuth.train.render import (
     fit_to_length,
@@ -29,6 +31,7 @@ from sleuth.train.render import (
     rerendered_turn_tokens,
     trajectory_to_sequences,
 )
+from sleuth.train.rollout import OpenAICompletionsPolicy
 from sleuth.train.sequences import TrainSequence
 from sleuth.train.tiny import build_tiny_model
 
@@ -197,3 +200,38 @@ def test_fit_to_length_clips_and_drops_sequences_without_targets() -> None:
     fitted, truncated, dropped = fit_to_length([short, long, late], max_seq_len=3)
     assert fitted == [short, TrainSequence((1, 2, 3), (0, 1, 0), (0.0, -0.1, 0.0), (1,))]
     assert (truncated, dropped) == (2, 1)
+
+
+class _FakeCompletions:
+    """Answers like vLLM's /v1/completions with ``return_tokens_as_token_ids``."""
+
+    def __init__(self, ids: list[int]):
+        self.ids = ids
+        self.requests: list[dict] = []
+
+    def create(self, **request: Any) -> SimpleNamespace:
+        self.requests.append(request)
+        logprobs = SimpleNamespace(
+            tokens=[f"token_id:{i}" for i in self.ids], token_logprobs=[-0.5] * len(self.ids)
+        )
+        choice = SimpleNamespace(logprobs=logprobs, finish_reason="stop")
+        return SimpleNamespace(choices=[choice])
+
+
+def test_the_vllm_seam_records_prompt_ids_sampled_ids_and_log_probs(
+    policy: LocalHFPolicy,
+) -> None:
+    tok = policy.tokenizer
+    ids = tok(SEARCH, add_special_tokens=False)["input_ids"] + [
+        tok.convert_tokens_to_ids("<|im_end|>")
+    ]
+    completions = _FakeCompletions(ids)
+    client = SimpleNamespace(completions=completions)
+    remote = OpenAICompletionsPolicy(client, "student", tok, seed=7)
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]
+    out = remote.generate(messages, TOOL_SCHEMAS, max_tokens=64)
+    (request,) = completions.requests
+    assert request["prompt"] == policy.render(messages, TOOL_SCHEMAS) == out.prompt_token_ids
+    assert request["extra_body"]["return_tokens_as_token_ids"] is True
+    assert (out.token_ids, out.logprobs) == (ids, [-0.5] * len(ids))
+    assert out.text == SEARCH and [c.name for c in out.tool_calls] == ["search_corpus"]

@@ -21,6 +21,8 @@ tools_app = typer.Typer(help="Call one retrieval tool as the policy would.", no_
 serve_app = typer.Typer(help="Serve sleuth to other programs.", no_args_is_help=True)
 app.add_typer(tools_app, name="tools")
 app.add_typer(serve_app, name="serve")
+datagen_app = typer.Typer(help="Synthetic multi-hop task pipeline.", no_args_is_help=True)
+app.add_typer(datagen_app, name="datagen")
 console = Console(stderr=True)
 
 
@@ -59,13 +61,14 @@ def ingest(
     chroma_url: Annotated[str | None, typer.Option(help="Use a Chroma server (http://host:port).")] = None,
     batch_size: Annotated[int, typer.Option(help="Chunks embedded per batch.")] = 128,
     repair: Annotated[bool, typer.Option(help="Roll back an interrupted ingest instead.")] = False,
+    fmt: Annotated[str, typer.Option("--format", help="auto | sec (EDGAR filings) | patents (CSV/XML)")] = "auto",
     as_json: JsonOpt = False,
 ) -> None:
     """Read, chunk, embed and index documents (resumable: rerun the same command after a crash)."""
     from sleuth.corpus.readers import read_documents
     from sleuth.index import Index
 
-    docs = [] if repair else read_documents(paths)  # read everything first: bad input writes nothing
+    docs = [] if repair else read_documents(paths, fmt)  # read everything first: bad input writes nothing
     idx = Index.create(index, embedder=embedder, chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens,
                        chroma_url=chroma_url)
     if repair:
@@ -307,6 +310,92 @@ def serve_mcp(
     factory = policy_factory_for(policy, model=model, base_url=base_url, api_key=api_key)
     serve(index, "http" if http else "stdio", host, port, factory,
           McpServerConfig(reranker=reranker, budget=budget, trajectory_dir=trajectory_dir))
+
+
+@datagen_app.command("offline")
+@cli_errors
+def datagen_offline(
+    index: IndexOpt,
+    out: Annotated[Path, typer.Option(help="Task JSONL to write.")],
+    n: Annotated[int, typer.Option(help="Tasks to generate.")] = 200,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    report: Annotated[Path | None, typer.Option(help="Also write the quality report (Markdown).")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """The LLM-free generator: bridge/comparison tasks from the corpus's link structure, verified."""
+    from sleuth.corpus.models import Document
+    from sleuth.datagen.docs import DocStore
+    from sleuth.datagen.offline import generate_offline
+    from sleuth.datagen.quality import render_markdown
+    from sleuth.index import Index
+    from sleuth.io import atomic_write_text
+    from sleuth.tasks import save_tasks
+
+    store = DocStore(Index.open(index))
+    docs = [Document(id=d, text=store.text(d), title=store.title(d) or None) for d in store.doc_ids]
+    tasks, quality = generate_offline(docs, n, seed=seed, source=index.name)
+    save_tasks(out, tasks)
+    if report:
+        atomic_write_text(report, render_markdown(quality))
+    if as_json:
+        print(quality.model_dump_json())
+    else:
+        console.print(f"{len(tasks)} verified tasks → {out}")
+        print(render_markdown(quality))
+
+
+def _pipeline(run_dir: Path, index: Path, model: str, base_url: str | None, api_key: str, cache: Path | None,
+              mode: str, rps: float | None, domain: str, seed: int, hops: int, max_turns: int, workers: int,
+              progress: bool):
+    from sleuth.datagen.llm import CacheMode, LLMConfig
+    from sleuth.datagen.runner import DatagenConfig
+    from sleuth.datagen.stages import open_pipeline
+
+    llm = LLMConfig(model=model, base_url=base_url, api_key=api_key, cache_dir=cache or run_dir / "llm-cache",
+                    mode=CacheMode(mode), requests_per_second=rps)
+    config = DatagenConfig(seed=seed, target_hops=hops, max_turns=max_turns, workers=workers, progress=progress)
+    return open_pipeline(run_dir, index, llm, domain=domain, config=config)
+
+
+def _datagen_stage_command(stage: str):
+    def command(
+        run_dir: Annotated[Path, typer.Option("--run", help="Run folder (records, cache, ledger).")],
+        index: IndexOpt,
+        model: Annotated[str, typer.Option(help="Model on the OpenAI-compatible endpoint.")],
+        base_url: BaseUrlOpt = None,
+        api_key: Annotated[str, typer.Option(envvar="OPENAI_API_KEY")] = "EMPTY",
+        cache: Annotated[Path | None, typer.Option(help="Record/replay cache folder.")] = None,
+        mode: Annotated[str, typer.Option(help="auto | record | replay")] = "auto",
+        rps: Annotated[float | None, typer.Option(help="Rate limit, requests per second.")] = None,
+        domain: Annotated[str, typer.Option(help="web | sec | patents | email")] = "web",
+        n: Annotated[int, typer.Option(help="Records to seed (explore, run).")] = 10,
+        hops: Annotated[int, typer.Option(help="Hops per task (explore, run).")] = 1,
+        seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+        max_turns: Annotated[int, typer.Option(help="Agent turns per loop.")] = 16,
+        workers: Annotated[int, typer.Option(help="Records processed at once.")] = 2,
+        out: Annotated[Path | None, typer.Option(help="Task JSONL (run).")] = None,
+        as_json: JsonOpt = False,
+    ) -> None:
+        from sleuth.datagen.llm import CacheMissError, LLMError
+        from sleuth.datagen.stages import run_named_stage, run_pipeline
+
+        pipe = _pipeline(run_dir, index, model, base_url, api_key, cache, mode, rps, domain, seed, hops,
+                         max_turns, workers, not as_json)
+        try:
+            if stage == "run":
+                result = run_pipeline(pipe, n=n, out=out).model_dump()
+            else:
+                result = dict(run_named_stage(pipe, stage, n=n if stage == "explore" else None))
+        except (CacheMissError, LLMError) as e:
+            raise InputError(str(e)) from None
+        print(json.dumps(result) if as_json else json.dumps(result, indent=2))
+
+    command.__doc__ = f"LLM pipeline stage: {stage} (resumable; records under --run)."
+    return command
+
+
+for _stage in ("explore", "verify", "distract", "extend", "expand", "run"):
+    datagen_app.command(_stage)(cli_errors(_datagen_stage_command(_stage)))
 
 
 @app.command()

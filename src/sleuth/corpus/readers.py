@@ -141,12 +141,30 @@ def read_path(path: str | Path) -> Iterator[Document]:
         yield from docs
 
 
-def read_documents(paths: Iterable[str | Path]) -> list[Document]:
-    """Read every path fully and reject duplicate ids, before anything is indexed."""
+def _reader(fmt: str):
+    if fmt == "auto":
+        return read_path
+    if fmt == "sec":
+        from sleuth.corpus.sec import read_sec
+
+        return read_sec
+    if fmt == "patents":
+        from sleuth.corpus.patents import read_patents
+
+        return read_patents
+    raise InputError(f"unknown format {fmt!r}; use auto, sec or patents")
+
+
+def read_documents(paths: Iterable[str | Path], fmt: str = "auto") -> list[Document]:
+    """Read every path fully and reject duplicate ids, before anything is indexed.
+
+    ``fmt``: ``auto`` (by file type), ``sec`` (EDGAR filings, HTML/Markdown) or ``patents``
+    (PatentsView CSV, USPTO full-text XML)."""
+    reader = _reader(fmt)
     seen: dict[str, str] = {}
     docs: list[Document] = []
     for path in paths:
-        for doc in read_path(path):
+        for doc in reader(path):
             if doc.id in seen:
                 raise InputError(
                     f"duplicate document id (first seen in {seen[doc.id]})", source=str(path), record=doc.id

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from sleuth.datagen.agent import AgentTool, string_params
 from sleuth.datagen.docs import DocStore
 from sleuth.datagen.workspace import Session
+from sleuth.errors import InputError
 
 WEB_TRUTH_TYPES = (
     "person", "location", "event", "organization", "company", "date", "film or TV show",
@@ -98,7 +99,7 @@ def _web_tools(session: Session) -> list[AgentTool]:
 def _sec_seed(docs: DocStore, rng: random.Random) -> SeedPick:
     companies = sorted({str(m["company"]) for m in docs.metadata.values() if m.get("company")})
     if not companies:
-        raise ValueError(
+        raise InputError(
             "no document has a 'company' field; index filings read by sleuth.corpus.sec"
         )
     company = rng.choice(companies)
@@ -350,4 +351,4 @@ def get_domain(name: str) -> Domain:
     try:
         return DOMAINS[name]
     except KeyError:
-        raise ValueError(f"unknown domain {name!r}; choose one of {', '.join(DOMAINS)}") from None
+        raise InputError(f"unknown domain {name!r}; choose one of {', '.join(DOMAINS)}") from None

@@ -29,7 +29,7 @@ from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
-from sleuth.errors import SleuthError
+from sleuth.errors import InputError, SleuthError
 from sleuth.io import atomic_write_text
 
 Message = dict[str, Any]
@@ -135,9 +135,9 @@ class LLMConfig:
     def __post_init__(self) -> None:
         self.mode = CacheMode(self.mode)
         if self.cache_dir is None and self.mode != CacheMode.RECORD:
-            raise ValueError(f"mode {self.mode} needs a cache_dir; set one or use mode 'record'")
+            raise InputError(f"cache mode {self.mode} needs a cache directory (or use 'record')")
         if self.requests_per_second is not None and self.requests_per_second <= 0:
-            raise ValueError("requests_per_second must be positive; use None for no limit")
+            raise InputError("requests per second must be positive (or unset for no limit)")
 
 
 def request_key(model: str, messages: list[Message], tools: Any, params: dict[str, Any]) -> str:

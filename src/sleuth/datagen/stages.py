@@ -30,6 +30,7 @@ from sleuth.datagen.quality import QualityReport, StageTally, build_report, rend
 from sleuth.datagen.records import STAGES, RecordStore, Status
 from sleuth.datagen.runner import GENERATOR, DatagenConfig, Pipeline, Process, run_stage
 from sleuth.datagen.workspace import Workspace
+from sleuth.errors import InputError
 from sleuth.index import Index
 from sleuth.io import atomic_write_text
 from sleuth.tasks import Task, save_tasks
@@ -64,8 +65,7 @@ def open_pipeline(
     """Open (or start) a run over an existing index; ``source`` defaults to the index folder name.
 
     Raises:
-        InputError: the index is missing or unreadable.
-        ValueError: unknown domain or inconsistent LLM settings.
+        InputError: the index is missing or unreadable, or the domain is unknown.
     """
     index = Index.open(index_dir)
     return Pipeline(
@@ -87,7 +87,7 @@ def run_named_stage(
         Count of records per resulting status.
     """
     if stage not in PROCESSES:
-        raise ValueError(f"unknown stage {stage!r}; choose one of {', '.join(PROCESSES)}")
+        raise InputError(f"unknown stage {stage!r}; choose one of {', '.join(PROCESSES)}")
     if stage == "explore" and n:
         seed_records(pipeline, n)
     return run_stage(pipeline, stage, PROCESSES[stage], limit)
