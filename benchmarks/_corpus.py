@@ -14,15 +14,23 @@ SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 def shared_documents() -> list[Document]:
     """Wikipedia paragraphs (three QA samples), Enron emails, SEC filings (Markdown)."""
     docs: dict[str, Document] = {}
-    for reader, folder in ((read_hotpotqa, "hotpotqa_distractor_dev"), (read_musique, "musique_ans_dev"),
-                           (read_2wiki, "2wikimultihopqa_dev")):
+    for reader, folder in (
+        (read_hotpotqa, "hotpotqa_distractor_dev"),
+        (read_musique, "musique_ans_dev"),
+        (read_2wiki, "2wikimultihopqa_dev"),
+    ):
         for d in reader(SHARED / folder)[0]:
             docs.setdefault(d.id, d)
-    for d in read_documents([SHARED / "enron_emails" / "emails.zip", SHARED / "sec_edgar_filings" / "markdown"]):
+    for d in read_documents(
+        [SHARED / "enron_emails" / "emails.zip", SHARED / "sec_edgar_filings" / "markdown"]
+    ):
         docs.setdefault(d.id, d)
     return list(docs.values())
 
 
 def questions(n: int) -> list[str]:
-    tasks = read_hotpotqa(SHARED / "hotpotqa_distractor_dev")[1] + read_2wiki(SHARED / "2wikimultihopqa_dev")[1]
+    tasks = (
+        read_hotpotqa(SHARED / "hotpotqa_distractor_dev")[1]
+        + read_2wiki(SHARED / "2wikimultihopqa_dev")[1]
+    )
     return [t.query for t in tasks[:n]]

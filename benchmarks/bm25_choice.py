@@ -14,10 +14,10 @@ import time
 
 import numpy as np
 import tantivy
-from _corpus import questions, shared_documents
 from rich.console import Console
 from rich.table import Table
 
+from _corpus import questions, shared_documents
 from sleuth.corpus.chunking import chunk_document
 from sleuth.index.lexical import ChunkRow, LexicalIndex
 
@@ -57,10 +57,15 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--chunk-tokens", type=int, default=96)
     ap.add_argument("--queries", type=int, default=100)
-    ap.add_argument("--exclude", type=int, default=500, help="size of the seen-id set for the second pass")
+    ap.add_argument(
+        "--exclude", type=int, default=500, help="size of the seen-id set for the second pass"
+    )
     args = ap.parse_args()
-    rows = [ChunkRow(c.id, c.doc_id, c.idx, c.text, c.tokens)
-            for d in shared_documents() for c in chunk_document(d, args.chunk_tokens, 8)]
+    rows = [
+        ChunkRow(c.id, c.doc_id, c.idx, c.text, c.tokens)
+        for d in shared_documents()
+        for c in chunk_document(d, args.chunk_tokens, 8)
+    ]
     qs = questions(args.queries)
     rng = np.random.default_rng(0)
     exclude = frozenset(rows[i].id for i in rng.choice(len(rows), args.exclude, replace=False))
@@ -73,8 +78,10 @@ def main() -> None:
         tv = tantivy_index(rows, tmp)
         tantivy_build = time.perf_counter() - t0
         results = {}
-        for name, fn in (("bm25s", lambda q, ex: lex.search(q, 25, lex.rows_for(ex))),
-                         ("tantivy", lambda q, ex: tantivy_search(tv, q, 25, ex))):
+        for name, fn in (
+            ("bm25s", lambda q, ex: lex.search(q, 25, lex.rows_for(ex))),
+            ("tantivy", lambda q, ex: tantivy_search(tv, q, 25, ex)),
+        ):
             for label, ex in (("no exclusion", frozenset()), (f"{args.exclude} excluded", exclude)):
                 times = []
                 for q in qs:
@@ -82,8 +89,16 @@ def main() -> None:
                     fn(q, ex)
                     times.append(time.perf_counter() - t)
                 results[(name, label)] = times
-        overlap = np.mean([len(set(i for i, _ in lex.search(q, 25)) & set(tantivy_search(tv, q, 25, frozenset()))) / 25
-                           for q in qs])
+        overlap = np.mean(
+            [
+                len(
+                    set(i for i, _ in lex.search(q, 25))
+                    & set(tantivy_search(tv, q, 25, frozenset()))
+                )
+                / 25
+                for q in qs
+            ]
+        )
 
     table = Table(title=f"BM25 engines on {len(rows)} real chunks, {len(qs)} questions (ms)")
     for c in ("engine", "build s", "query", "p50", "p95"):

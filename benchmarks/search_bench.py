@@ -22,10 +22,10 @@ import time
 from pathlib import Path
 
 import numpy as np
-from _corpus import questions, shared_documents
 from rich.console import Console
 from rich.table import Table
 
+from _corpus import questions, shared_documents
 from sleuth.corpus.chunking import chunk_document
 from sleuth.corpus.models import Document
 from sleuth.embed import HashEmbedder, make_embedder
@@ -58,8 +58,11 @@ def build_corpus(n_chunks: int, chunk_tokens: int) -> list[Document]:
     per_copy = sum(sizes)
     copies = -(-n_chunks // per_copy)
     console.print(f"{len(base)} real documents → {per_copy} chunks per copy × {copies} copies")
-    return [Document(id=f"{d.id}~{c}", text=d.text, title=d.title, metadata=d.metadata)
-            for c in range(copies) for d in base]
+    return [
+        Document(id=f"{d.id}~{c}", text=d.text, title=d.title, metadata=d.metadata)
+        for c in range(copies)
+        for d in base
+    ]
 
 
 def pct(values: list[float], q: float) -> float:
@@ -99,12 +102,16 @@ def main() -> None:
     ap.add_argument("--chunks", type=int, default=100_000)
     ap.add_argument("--chunk-tokens", type=int, default=96)
     ap.add_argument("--queries", type=int, default=60)
-    ap.add_argument("--ingest-sample", type=int, default=384, help="chunks for the ingest-throughput ratio")
+    ap.add_argument(
+        "--ingest-sample", type=int, default=384, help="chunks for the ingest-throughput ratio"
+    )
     args = ap.parse_args()
 
     with tempfile.TemporaryDirectory() as tmp:
         docs = build_corpus(args.chunks, args.chunk_tokens)
-        index = Index.create(Path(tmp) / "ix", embedder="minilm", chunk_tokens=args.chunk_tokens, overlap_tokens=8)
+        index = Index.create(
+            Path(tmp) / "ix", embedder="minilm", chunk_tokens=args.chunk_tokens, overlap_tokens=8
+        )
         index._embedder = BuildEmbedder()
         t0 = time.perf_counter()
         index.ingest(docs, batch_size=2000)
@@ -116,12 +123,16 @@ def main() -> None:
         for q in qs[:5]:  # warm-up: model load, first HNSW touch
             tb.search_corpus(q)
         seen = [frozenset(h.id for h in tb.search_corpus(q).chunks) for q in qs]
-        search_t = timed(lambda q, ex: tb.search_corpus(q, exclude=ex), list(zip(qs, seen, strict=True)))
+        search_t = timed(
+            lambda q, ex: tb.search_corpus(q, exclude=ex), list(zip(qs, seen, strict=True))
+        )
         words = [w for q in qs for w in q.split() if w[:1].isupper() and len(w) > 4][: args.queries]
         patterns = [rf"\b{w.strip('?,.')}\b" for w in words]
         grep_t = timed(tb.grep_corpus, [(p,) for p in patterns])
         doc_ids = [tb.search_corpus(q).chunks[0].doc_id for q in qs[:20]]
-        read_t = timed(lambda d, q: tb.read_document(d, query=q), list(zip(doc_ids, qs, strict=False)))
+        read_t = timed(
+            lambda d, q: tb.read_document(d, query=q), list(zip(doc_ids, qs, strict=False))
+        )
 
         t0 = time.perf_counter()
         naive = NaiveSearch(index)
@@ -133,15 +144,27 @@ def main() -> None:
     table = Table(title=f"search_bench: {len(index)} chunks, {len(qs)} queries (ms)")
     for col in ("operation", "p50", "p95", "mean"):
         table.add_column(col, justify="right" if col != "operation" else "left")
-    for name, vals in (("search_corpus (sleuth, incl. MiniLM query)", search_t),
-                       ("search (naive rank-bm25 + Chroma + RRF)", naive_t),
-                       ("grep_corpus", grep_t), ("read_document (with query)", read_t)):
-        table.add_row(name, f"{pct(vals, 50):.1f}", f"{pct(vals, 95):.1f}", f"{statistics.mean(vals) * 1000:.1f}")
+    for name, vals in (
+        ("search_corpus (sleuth, incl. MiniLM query)", search_t),
+        ("search (naive rank-bm25 + Chroma + RRF)", naive_t),
+        ("grep_corpus", grep_t),
+        ("read_document (with query)", read_t),
+    ):
+        table.add_row(
+            name,
+            f"{pct(vals, 50):.1f}",
+            f"{pct(vals, 95):.1f}",
+            f"{statistics.mean(vals) * 1000:.1f}",
+        )
     console.print(table)
-    console.print(f"naive / sleuth search latency, p50: {pct(naive_t, 50) / pct(search_t, 50):.1f}x, "
-                  f"p95: {pct(naive_t, 95) / pct(search_t, 95):.1f}x (naive index build {naive_build:.0f} s)")
-    console.print(f"ingest throughput: {ingest['ingest_cps']:.1f} chunks/s vs raw MiniLM {ingest['raw_cps']:.1f} "
-                  f"chunks/s on the same texts → ratio {ingest['ratio']:.2f}")
+    console.print(
+        f"naive / sleuth search latency, p50: {pct(naive_t, 50) / pct(search_t, 50):.1f}x, "
+        f"p95: {pct(naive_t, 95) / pct(search_t, 95):.1f}x (naive index build {naive_build:.0f} s)"
+    )
+    console.print(
+        f"ingest throughput: {ingest['ingest_cps']:.1f} chunks/s vs raw MiniLM {ingest['raw_cps']:.1f} "
+        f"chunks/s on the same texts → ratio {ingest['ratio']:.2f}"
+    )
 
 
 def ingest_ratio(docs: list[Document], n_chunks: int, chunk_tokens: int) -> dict:
@@ -161,8 +184,12 @@ def ingest_ratio(docs: list[Document], n_chunks: int, chunk_tokens: int) -> dict
         embedder.embed_documents(texts, batch_size=64)
         raw_s.append(time.perf_counter() - t0)
         with tempfile.TemporaryDirectory() as tmp:
-            index = Index.create(Path(tmp) / f"ix{attempt}", embedder="minilm", chunk_tokens=chunk_tokens,
-                                 overlap_tokens=8)
+            index = Index.create(
+                Path(tmp) / f"ix{attempt}",
+                embedder="minilm",
+                chunk_tokens=chunk_tokens,
+                overlap_tokens=8,
+            )
             t0 = time.perf_counter()
             index.ingest(sample, batch_size=64)
             full_s.append(time.perf_counter() - t0)

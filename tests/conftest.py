@@ -52,8 +52,11 @@ def chroma_server(tmp_path_factory):
     exe = shutil.which("chroma") or str(Path(sys.executable).parent / "chroma")
     port = _free_port()
     data = tmp_path_factory.mktemp("chroma-server")
-    proc = subprocess.Popen([exe, "run", "--path", str(data), "--host", "127.0.0.1", "--port", str(port)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [exe, "run", "--path", str(data), "--host", "127.0.0.1", "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     url = f"http://127.0.0.1:{port}"
     deadline = time.time() + 60
     while time.time() < deadline:
@@ -78,6 +81,8 @@ def minilm_index(request, tmp_path_factory, wiki_docs):
 
     url = request.getfixturevalue("chroma_server") if request.param == "server" else None
     path = tmp_path_factory.mktemp(f"minilm-{request.param}") / "index"
-    index = Index.create(path, embedder="minilm", chunk_tokens=96, overlap_tokens=16, chroma_url=url)
+    index = Index.create(
+        path, embedder="minilm", chunk_tokens=96, overlap_tokens=16, chroma_url=url
+    )
     index.ingest(wiki_docs)
     return Index.open(path)

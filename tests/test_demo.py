@@ -8,14 +8,13 @@ import shutil
 import subprocess
 import sys
 import textwrap
-from pathlib import Path
 from statistics import mean
 
 import pytest
 
 from sleuth.demo import TABLE_METRICS
 
-GUARD = textwrap.dedent('''
+GUARD = textwrap.dedent("""
     import os, socket
     _log = os.environ["SLEUTH_NET_LOG"]
     _connect = socket.socket.connect
@@ -27,7 +26,7 @@ GUARD = textwrap.dedent('''
             raise OSError("network disabled by the sleuth demo test")
         return _connect(self, address)
     socket.socket.connect = _guarded
-''')
+""")
 
 
 def _unshare_works() -> bool:
@@ -41,9 +40,13 @@ def demo_run(tmp_path_factory):
     guard_dir = root / "guard"
     guard_dir.mkdir()
     (guard_dir / "sitecustomize.py").write_text(GUARD)
-    env = {**os.environ, "SLEUTH_HOME": str(root / "home"), "SLEUTH_NET_LOG": str(root / "net.log"),
-           "PYTHONPATH": os.pathsep.join([str(guard_dir), os.environ.get("PYTHONPATH", "")]),
-           "COLUMNS": "140"}
+    env = {
+        **os.environ,
+        "SLEUTH_HOME": str(root / "home"),
+        "SLEUTH_NET_LOG": str(root / "net.log"),
+        "PYTHONPATH": os.pathsep.join([str(guard_dir), os.environ.get("PYTHONPATH", "")]),
+        "COLUMNS": "140",
+    }
     for var in ("HF_HUB_OFFLINE", "TRANSFORMERS_OFFLINE"):
         env.pop(var, None)  # the demo must be offline by itself
     cmd = [sys.executable, "-m", "sleuth.cli", "demo", "--quick", "--out", str(root / "out")]
@@ -64,10 +67,16 @@ def test_demo_table_matches_per_query_results(demo_run):
     root, proc = demo_run
     out = root / "out"
     rows = json.loads((out / "demo_summary.json").read_text())
-    folders = {"single-pass": "single-pass", "heuristic": "heuristic", "SmolLM2-135M subagent": "subagent"}
+    folders = {
+        "single-pass": "single-pass",
+        "heuristic": "heuristic",
+        "SmolLM2-135M subagent": "subagent",
+    }
     assert set(rows) == set(folders)
     for name, folder in folders.items():
-        records = [json.loads(line) for line in (out / folder / "results.jsonl").read_text().splitlines()]
+        records = [
+            json.loads(line) for line in (out / folder / "results.jsonl").read_text().splitlines()
+        ]
         assert rows[name]["count"] == len(records) > 0
         for key in ("final_answer_found", "recall", "f1", "trajectory_recall", "turns"):
             expected = mean(float(r["metrics"][key]) for r in records)
@@ -78,7 +87,7 @@ def test_demo_table_matches_per_query_results(demo_run):
         assert shown["recall"] == f"{rows[name]['recall']:.3f}"
         assert shown["final_answer_found"] == f"{rows[name]['final_answer_found']:.3f}"
         html = (out / folder / "report.html").read_text()
-        assert "data:image/png;base64," in html and "src=\"http" not in html
+        assert "data:image/png;base64," in html and 'src="http' not in html
 
 
 def test_demo_prints_an_example_trajectory_and_paths(demo_run):

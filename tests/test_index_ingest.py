@@ -21,8 +21,10 @@ from sleuth.tools.toolbox import Toolbox
 
 
 def _docs(n: int, words: int = 60) -> list[Document]:
-    return [Document(id=f"doc{i}.t", text=" ".join(f"w{i}x{j} topic{j % 9}." for j in range(words)))
-            for i in range(n)]
+    return [
+        Document(id=f"doc{i}.t", text=" ".join(f"w{i}x{j} topic{j % 9}." for j in range(words)))
+        for i in range(n)
+    ]
 
 
 class CrashingEmbedder(HashEmbedder):
@@ -55,7 +57,9 @@ def test_interrupted_ingest_is_detected_then_resumed(tmp_path):
     fresh = Index.create(tmp_path / "ref", embedder="hash:64", chunk_tokens=64)
     fresh.ingest(docs)
     done = Index.open(tmp_path / "ix")
-    assert sorted(r.id for r in done.lexical.rows) == sorted(r.id for r in Index.open(tmp_path / "ref").lexical.rows)
+    assert sorted(r.id for r in done.lexical.rows) == sorted(
+        r.id for r in Index.open(tmp_path / "ref").lexical.rows
+    )
     assert done.collection.count() == len(done.lexical.rows)
 
 
@@ -115,15 +119,28 @@ def test_sigkill_during_cli_ingest_then_resume(tmp_path):
         for d in _docs(400, words=80):
             f.write(json.dumps(d.model_dump()) + "\n")
     ix = tmp_path / "ix"
-    cmd = [sys.executable, "-m", "sleuth.cli", "ingest", str(corpus), "--index", str(ix),
-           "--embedder", "hash:64", "--chunk-tokens", "64", "--batch-size", "4"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "sleuth.cli",
+        "ingest",
+        str(corpus),
+        "--index",
+        str(ix),
+        "--embedder",
+        "hash:64",
+        "--chunk-tokens",
+        "64",
+        "--batch-size",
+        "4",
+    ]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 60
     manifest = ix / "sleuth-index.json"
     while time.time() < deadline:
-        if manifest.exists() and json.loads(manifest.read_text() or "{}").get("state") == "ingesting":
-            if Index(ix, json.loads(manifest.read_text())).collection.count() > 20:
-                break
+        state = json.loads(manifest.read_text() or "{}") if manifest.exists() else {}
+        if state.get("state") == "ingesting" and Index(ix, state).collection.count() > 20:
+            break
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)
     proc.wait()

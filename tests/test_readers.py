@@ -9,8 +9,8 @@ from email.message import EmailMessage
 import pytest
 
 from sleuth.corpus.readers import read_documents, read_path
-from tests.conftest import SHARED_DATA
 from sleuth.errors import InputError
+from tests.conftest import SHARED_DATA
 
 
 def _jsonl(tmp_path, lines: list[str], name="docs.jsonl"):
@@ -20,8 +20,13 @@ def _jsonl(tmp_path, lines: list[str], name="docs.jsonl"):
 
 
 def test_jsonl_fields(tmp_path):
-    p = _jsonl(tmp_path, ['{"id": "a", "text": "alpha", "title": "A", "metadata": {"k": 1}}',
-                          '{"id": 7, "text": "seven"}'])
+    p = _jsonl(
+        tmp_path,
+        [
+            '{"id": "a", "text": "alpha", "title": "A", "metadata": {"k": 1}}',
+            '{"id": 7, "text": "seven"}',
+        ],
+    )
     docs = read_documents([p])
     assert [(d.id, d.text, d.title) for d in docs] == [("a", "alpha", "A"), ("7", "seven", None)]
     assert docs[0].metadata == {"k": 1}
@@ -58,7 +63,8 @@ def test_folder_of_text_markdown_html(tmp_path):
     (tmp_path / "sub" / "b.md").write_text("# Title\nmarkdown body")
     (tmp_path / "c.html").write_text(
         "<html><head><title>Page</title><style>x{}</style></head><body><p>Hello</p><script>bad()</script>"
-        "<p>world &amp; more</p></body></html>")
+        "<p>world &amp; more</p></body></html>"
+    )
     docs = {d.id: d for d in read_documents([tmp_path])}
     assert set(docs) == {"a.txt", "sub/b.md", "c.html"}
     assert docs["c.html"].title == "Page"

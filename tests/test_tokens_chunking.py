@@ -10,7 +10,13 @@ from hypothesis import strategies as st
 
 from sleuth.corpus.chunking import chunk_document
 from sleuth.corpus.models import Document, doc_id_of
-from sleuth.tokens import OFFICIAL_SHA256, bpe_file, count_tokens, get_encoding, harmony_encodings_dir
+from sleuth.tokens import (
+    OFFICIAL_SHA256,
+    bpe_file,
+    count_tokens,
+    get_encoding,
+    harmony_encodings_dir,
+)
 
 
 def test_bpe_files_match_official_hashes():
@@ -40,8 +46,12 @@ def test_doc_id_of_strips_only_the_chunk_suffix():
     assert doc_id_of("plain") == "plain"
 
 
-words = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12)
-texts = st.lists(st.one_of(words, st.sampled_from([". ", "\n\n", "\n", " ", "! "])), min_size=1, max_size=300)
+words = st.text(
+    alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), min_size=1, max_size=12
+)
+texts = st.lists(
+    st.one_of(words, st.sampled_from([". ", "\n\n", "\n", " ", "! "])), min_size=1, max_size=300
+)
 
 
 @settings(max_examples=60, deadline=None)
@@ -50,7 +60,9 @@ def test_chunks_are_bounded_verbatim_slices(parts, max_tokens, overlap):
     text = "".join(parts)
     if not text.strip():
         return
-    chunks = chunk_document(Document(id="d", text=text), max_tokens=max_tokens, overlap_tokens=overlap)
+    chunks = chunk_document(
+        Document(id="d", text=text), max_tokens=max_tokens, overlap_tokens=overlap
+    )
     assert chunks, "non-empty text must give at least one chunk"
     for i, c in enumerate(chunks):
         assert c.id == f"d_{i}" and c.idx == i and c.doc_id == "d"

@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from sleuth.tools.rrf import rrf
 from sleuth.tools.schemas import TOOL_NAMES, TOOL_SCHEMAS
-from sleuth.tools.toolbox import ToolConfig, Toolbox
+from sleuth.tools.toolbox import Toolbox, ToolConfig
 from sleuth.tools.types import ChunkHit
 
 
@@ -75,7 +75,9 @@ def test_packing_never_exceeds_limits(minilm_index, max_tokens, max_chunks):
     assert sum(tb.block_tokens(h) for h in result.chunks) <= max_tokens
 
 
-@pytest.mark.parametrize("pattern", [r"\bborn\b", r"(?i)director", r"\d{4}", r"Warsaw|Kraków", r"^The "])
+@pytest.mark.parametrize(
+    "pattern", [r"\bborn\b", r"(?i)director", r"\d{4}", r"Warsaw|Kraków", r"^The "]
+)
 def test_grep_equals_python_re(toolbox, minilm_index, pattern):
     expected = [r.id for r in minilm_index.lexical.rows if re.search(pattern, r.text)][:5]
     got = [h.id for h in toolbox.grep_corpus(pattern).chunks]
@@ -127,7 +129,9 @@ def test_read_document_in_order_and_truncation_keeps_order(minilm_index):
     assert "omitted chunks" in cut.note
     assert sum(tb.block_tokens(h) for h in cut.chunks) <= tb.config.read_max_tokens
     # a chunk id resolves to its document
-    assert [h.id for h in Toolbox(minilm_index).read_document(rows[0].id).chunks] == [r.id for r in rows]
+    assert [h.id for h in Toolbox(minilm_index).read_document(rows[0].id).chunks] == [
+        r.id for r in rows
+    ]
     assert Toolbox(minilm_index).read_document("no-such-doc").error
 
 
@@ -149,5 +153,7 @@ def test_backend_and_native_hybrid_detection(minilm_index):
     """Embedded and single-node Chroma have no server-side BM25: detected, not assumed."""
     assert minilm_index.native_hybrid is False
     remote = minilm_index.manifest.get("chroma_url")
-    assert type(minilm_index.client).__name__ in ({"Client"} if not remote else {"Client", "HttpClient"})
+    assert type(minilm_index.client).__name__ in (
+        {"Client"} if not remote else {"Client", "HttpClient"}
+    )
     assert minilm_index.collection.count() == len(minilm_index)

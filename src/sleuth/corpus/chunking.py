@@ -18,7 +18,9 @@ _SEGMENT_END = re.compile(r"\n\s*\n|(?<=[.!?;:])\s+|\n")
 _WORD_END = re.compile(r"\s+")
 
 
-def _spans(text: str, pattern: re.Pattern[str], start: int = 0, end: int | None = None) -> list[tuple[int, int]]:
+def _spans(
+    text: str, pattern: re.Pattern[str], start: int = 0, end: int | None = None
+) -> list[tuple[int, int]]:
     """Split ``text[start:end]`` after each separator match; separators stay with the left piece."""
     end = len(text) if end is None else end
     spans, cur = [], start
@@ -31,7 +33,9 @@ def _spans(text: str, pattern: re.Pattern[str], start: int = 0, end: int | None 
     return spans
 
 
-def _hard_split(text: str, start: int, end: int, max_tokens: int, counter: TokenCounter) -> list[tuple[int, int]]:
+def _hard_split(
+    text: str, start: int, end: int, max_tokens: int, counter: TokenCounter
+) -> list[tuple[int, int]]:
     """Split a span with no usable break (one giant word) by characters, halving until it fits."""
     out, cur = [], start
     while cur < end:
@@ -53,12 +57,16 @@ def _segments(text: str, max_tokens: int, counter: TokenCounter) -> list[tuple[i
             continue
         for ws, we in _spans(text, _WORD_END, s, e):
             wn = counter.count(text[ws:we])
-            pieces = [(ws, we)] if wn <= max_tokens else _hard_split(text, ws, we, max_tokens, counter)
+            pieces = (
+                [(ws, we)] if wn <= max_tokens else _hard_split(text, ws, we, max_tokens, counter)
+            )
             out.extend((a, b, counter.count(text[a:b])) for a, b in pieces)
     return out
 
 
-def _pack(segments: list[tuple[int, int, int]], max_tokens: int, overlap: int) -> Iterator[tuple[int, int]]:
+def _pack(
+    segments: list[tuple[int, int, int]], max_tokens: int, overlap: int
+) -> Iterator[tuple[int, int]]:
     """Greedy packing by estimated tokens; the next chunk restarts ``overlap`` tokens back."""
     i = 0
     while i < len(segments):
@@ -95,18 +103,31 @@ def chunk_document(
         n = counter.count(piece)
         if n > max_tokens:  # token merges across segment borders made the estimate short
             sub = Document(id=doc.id, text=piece)
-            parts = [c.text for c in chunk_document(sub, max_tokens - (n - max_tokens) - 1, 0, counter)]
+            parts = [
+                c.text for c in chunk_document(sub, max_tokens - (n - max_tokens) - 1, 0, counter)
+            ]
         else:
             parts = [piece]
         for part in parts:
             idx = len(chunks)
             meta = {"title": doc.title or "", **_flat(doc.metadata)}
-            chunks.append(Chunk(id=chunk_id(doc.id, idx), doc_id=doc.id, idx=idx, text=part,
-                                tokens=counter.count(part), metadata=meta))
+            chunks.append(
+                Chunk(
+                    id=chunk_id(doc.id, idx),
+                    doc_id=doc.id,
+                    idx=idx,
+                    text=part,
+                    tokens=counter.count(part),
+                    metadata=meta,
+                )
+            )
     return chunks
 
 
 def _flat(metadata: dict) -> dict:
     """Chroma metadata values must be scalars; other values are stored as strings."""
-    return {k: v if isinstance(v, str | int | float | bool) else str(v) for k, v in metadata.items()
-            if v is not None}
+    return {
+        k: v if isinstance(v, str | int | float | bool) else str(v)
+        for k, v in metadata.items()
+        if v is not None
+    }

@@ -78,7 +78,9 @@ def _message_to_document(msg: EmailMessage, source: str, fallback_id: str) -> Do
         "path": fallback_id,
         "domain": "email",
     }
-    return Document(id=doc_id, text=f"{header}\n\n{body}".strip(), title=subject or None, metadata=metadata)
+    return Document(
+        id=doc_id, text=f"{header}\n\n{body}".strip(), title=subject or None, metadata=metadata
+    )
 
 
 def parse_message(data: bytes, source: str, fallback_id: str) -> Document:
@@ -99,4 +101,6 @@ def iter_mbox_bytes(data: bytes, source: str) -> Iterator[Document]:
         box = mailbox.mbox(str(path), factory=None, create=False)
         for i, raw in enumerate(box):
             msg = email.message_from_bytes(raw.as_bytes(), policy=email.policy.default)
-            yield _message_to_document(msg, f"{source} message {i + 1}", fallback_id=f"{source}#{i + 1}")
+            yield _message_to_document(
+                msg, f"{source} message {i + 1}", fallback_id=f"{source}#{i + 1}"
+            )

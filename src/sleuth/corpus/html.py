@@ -5,7 +5,22 @@ from __future__ import annotations
 import re
 from html.parser import HTMLParser
 
-_BLOCK = {"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "table", "section", "article"}
+_BLOCK = {
+    "p",
+    "div",
+    "br",
+    "li",
+    "tr",
+    "h1",
+    "h2",
+    "h3",
+    "h4",
+    "h5",
+    "h6",
+    "table",
+    "section",
+    "article",
+}
 _SKIP = {"script", "style", "noscript", "template", "head"}
 
 

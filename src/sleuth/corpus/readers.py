@@ -53,7 +53,9 @@ def read_jsonl(path: Path) -> Iterator[Document]:
         if doc_id is None or (isinstance(doc_id, str) and not doc_id.strip()):
             raise InputError("missing 'id'", source=source, record=where)
         if not isinstance(obj.get("text"), str):
-            raise InputError("missing or non-string 'text'", source=source, record=f"{where} ({doc_id})")
+            raise InputError(
+                "missing or non-string 'text'", source=source, record=f"{where} ({doc_id})"
+            )
         metadata = obj.get("metadata") or {}
         if not isinstance(metadata, dict):
             raise InputError("'metadata' must be an object", source=source, record=where)
@@ -81,7 +83,9 @@ def _document_from_file(rel: str, data: bytes, source: str) -> Iterator[Document
     suffix = Path(rel).suffix.lower()
     if suffix in TEXT_SUFFIXES:
         text = _decode(data, source)
-        yield _require_text(Document(id=rel, text=text, title=Path(rel).stem, metadata={"path": rel}), source)
+        yield _require_text(
+            Document(id=rel, text=text, title=Path(rel).stem, metadata={"path": rel}), source
+        )
     elif suffix in HTML_SUFFIXES:
         title, text = html_to_text(_decode(data, source))
         doc = Document(id=rel, text=text, title=title or Path(rel).stem, metadata={"path": rel})
@@ -167,7 +171,9 @@ def read_documents(paths: Iterable[str | Path], fmt: str = "auto") -> list[Docum
         for doc in reader(path):
             if doc.id in seen:
                 raise InputError(
-                    f"duplicate document id (first seen in {seen[doc.id]})", source=str(path), record=doc.id
+                    f"duplicate document id (first seen in {seen[doc.id]})",
+                    source=str(path),
+                    record=doc.id,
                 )
             seen[doc.id] = str(path)
             docs.append(doc)

@@ -5,4 +5,12 @@ from sleuth.harness.loop import Harness, HarnessConfig
 from sleuth.harness.run import run_query
 from sleuth.harness.trajectory import StopReason, Trajectory, load_trajectory
 
-__all__ = ["BudgetConfig", "Harness", "HarnessConfig", "StopReason", "Trajectory", "load_trajectory", "run_query"]
+__all__ = [
+    "BudgetConfig",
+    "Harness",
+    "HarnessConfig",
+    "StopReason",
+    "Trajectory",
+    "load_trajectory",
+    "run_query",
+]

@@ -11,7 +11,9 @@ from pydantic import BaseModel, Field
 
 class RunSummary(BaseModel):
     final_doc_ids: list[str] = Field(default_factory=list)  # ranked, as the policy answered
-    seen_chunks: dict[str, str] = Field(default_factory=dict)  # every chunk any tool returned: id -> text
+    seen_chunks: dict[str, str] = Field(
+        default_factory=dict
+    )  # every chunk any tool returned: id -> text
     pruned_chunk_ids: list[str] = Field(default_factory=list)  # in prune order; may repeat
     turn_tools: list[list[str]] = Field(default_factory=list)  # tool names called in each turn
     peak_tokens: int = 0  # largest context the policy was sent

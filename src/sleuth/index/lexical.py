@@ -29,7 +29,9 @@ _STEMMER = Stemmer.Stemmer("english")
 
 def tokenize(texts: list[str]) -> list[list[str]]:
     """Lower-case word tokens, English stop words removed, Snowball-stemmed."""
-    return bm25s.tokenize(texts, stopwords="en", stemmer=_STEMMER, return_ids=False, show_progress=False)
+    return bm25s.tokenize(
+        texts, stopwords="en", stemmer=_STEMMER, return_ids=False, show_progress=False
+    )
 
 
 @dataclass
@@ -66,7 +68,9 @@ class LexicalIndex:
             retriever.index(tokenize([r.text for r in rows]), show_progress=False)
         return cls(rows=rows, stamp=stamp, retriever=retriever)
 
-    def search(self, query: str, k: int, exclude_rows: np.ndarray | None = None) -> list[tuple[str, float]]:
+    def search(
+        self, query: str, k: int, exclude_rows: np.ndarray | None = None
+    ) -> list[tuple[str, float]]:
         """Top-``k`` chunks by BM25 with a positive score, never one of ``exclude_rows``."""
         if self.retriever is None:
             return []

@@ -51,8 +51,12 @@ def _chroma_client(path: Path, chroma_url: str | None):
     settings = Settings(anonymized_telemetry=False, allow_reset=False)
     if chroma_url:
         u = urlparse(chroma_url)
-        return chromadb.HttpClient(host=u.hostname or "127.0.0.1", port=u.port or 8000,
-                                   ssl=u.scheme == "https", settings=settings)
+        return chromadb.HttpClient(
+            host=u.hostname or "127.0.0.1",
+            port=u.port or 8000,
+            ssl=u.scheme == "https",
+            settings=settings,
+        )
     return chromadb.PersistentClient(path=str(path / "chroma"), settings=settings)
 
 
@@ -80,13 +84,20 @@ class Index:
                 ), True
             except Exception:  # noqa: BLE001 - any refusal means "not supported here"
                 manifest["native_hybrid"] = False
-        return self.client.get_or_create_collection(name, embedding_function=None, configuration=config), False
+        return self.client.get_or_create_collection(
+            name, embedding_function=None, configuration=config
+        ), False
 
     # -- opening -----------------------------------------------------------------------
     @classmethod
     def create(
-        cls, path: str | Path, embedder: str = "minilm", chunk_tokens: int = 512,
-        overlap_tokens: int = 48, chroma_url: str | None = None, collection: str = COLLECTION,
+        cls,
+        path: str | Path,
+        embedder: str = "minilm",
+        chunk_tokens: int = 512,
+        overlap_tokens: int = 48,
+        chroma_url: str | None = None,
+        collection: str = COLLECTION,
     ) -> Index:
         """Open ``path`` for ingest, creating the manifest if it does not exist yet."""
         path = Path(path)
@@ -98,9 +109,16 @@ class Index:
         if path.exists() and any(path.iterdir()):
             raise InputError("folder exists and is not a sleuth index", source=str(path))
         manifest = {
-            "schema_version": SCHEMA_VERSION, "embedder": embedder, "chunk_tokens": chunk_tokens,
-            "overlap_tokens": overlap_tokens, "chroma_url": chroma_url, "collection": collection,
-            "state": "ready", "generation": 0, "documents": 0, "chunks": 0,
+            "schema_version": SCHEMA_VERSION,
+            "embedder": embedder,
+            "chunk_tokens": chunk_tokens,
+            "overlap_tokens": overlap_tokens,
+            "chroma_url": chroma_url,
+            "collection": collection,
+            "state": "ready",
+            "generation": 0,
+            "documents": 0,
+            "chunks": 0,
         }
         path.mkdir(parents=True, exist_ok=True)
         atomic_write_text(manifest_path, json.dumps(manifest, indent=2))
@@ -122,11 +140,16 @@ class Index:
 
     def _check_settings(self, embedder: str, chunk_tokens: int, overlap_tokens: int) -> None:
         m = self.manifest
-        wanted = {"embedder": embedder, "chunk_tokens": chunk_tokens, "overlap_tokens": overlap_tokens}
+        wanted = {
+            "embedder": embedder,
+            "chunk_tokens": chunk_tokens,
+            "overlap_tokens": overlap_tokens,
+        }
         for key, value in wanted.items():
             if m[key] != value:
-                raise InputError(f"index was built with {key}={m[key]!r}, not {value!r}",
-                                 source=str(self.path))
+                raise InputError(
+                    f"index was built with {key}={m[key]!r}, not {value!r}", source=str(self.path)
+                )
 
     @property
     def embedder(self) -> Embedder:
@@ -154,14 +177,18 @@ class Index:
         while offset < total:
             got = self.collection.get(include=["documents", "metadatas"], limit=page, offset=offset)
             for cid, text, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
-                rows.append(ChunkRow(cid, meta["doc_id"], int(meta["idx"]), text, int(meta["tokens"])))
+                rows.append(
+                    ChunkRow(cid, meta["doc_id"], int(meta["idx"]), text, int(meta["tokens"]))
+                )
             offset += page
         lexical = LexicalIndex.build(rows, stamp)
         lexical.save(self.path / "lexical")
         return lexical
 
     # -- ingest ------------------------------------------------------------------------
-    def ingest(self, docs: Sequence[Document], batch_size: int = 128, progress: Progress | None = None) -> dict:
+    def ingest(
+        self, docs: Sequence[Document], batch_size: int = 128, progress: Progress | None = None
+    ) -> dict:
         """Chunk, embed and add ``docs``; resumable if interrupted. Returns counts."""
         m = self.manifest
         settings = {k: m[k] for k in ("embedder", "chunk_tokens", "overlap_tokens")}
@@ -172,7 +199,9 @@ class Index:
                 f"{self.path}: an interrupted ingest of other inputs is pending; rerun it with the "
                 "same inputs to resume, or use --repair to roll it back"
             )
-        chunks = [c for d in docs for c in chunk_document(d, m["chunk_tokens"], m["overlap_tokens"])]
+        chunks = [
+            c for d in docs for c in chunk_document(d, m["chunk_tokens"], m["overlap_tokens"])
+        ]
         atomic_write_text(self.path / "pending.json", json.dumps([d.id for d in docs]))
         self._write_manifest(state="ingesting", pending=fp)
         if not resuming:
@@ -184,18 +213,27 @@ class Index:
     def _missing(self, chunks: list[Chunk]) -> list[Chunk]:
         present: set[str] = set()
         for i in range(0, len(chunks), 5000):
-            present.update(self.collection.get(ids=[c.id for c in chunks[i : i + 5000]], include=[])["ids"])
+            present.update(
+                self.collection.get(ids=[c.id for c in chunks[i : i + 5000]], include=[])["ids"]
+            )
         return [c for c in chunks if c.id not in present]
 
-    def _add(self, chunks: list[Chunk], batch_size: int, progress: Progress | None, total: int, done: int) -> None:
+    def _add(
+        self, chunks: list[Chunk], batch_size: int, progress: Progress | None, total: int, done: int
+    ) -> None:
         if progress:
             progress("embedding", done, total)
         for i in range(0, len(chunks), batch_size):
             batch = chunks[i : i + batch_size]
             vectors = self.embedder.embed_documents([c.text for c in batch], batch_size=batch_size)
             self.collection.add(
-                ids=[c.id for c in batch], embeddings=vectors, documents=[c.text for c in batch],
-                metadatas=[{**c.metadata, "doc_id": c.doc_id, "idx": c.idx, "tokens": c.tokens} for c in batch],
+                ids=[c.id for c in batch],
+                embeddings=vectors,
+                documents=[c.text for c in batch],
+                metadatas=[
+                    {**c.metadata, "doc_id": c.doc_id, "idx": c.idx, "tokens": c.tokens}
+                    for c in batch
+                ],
             )
             done += len(batch)
             if progress:
@@ -210,11 +248,21 @@ class Index:
         self.manifest["generation"] = generation
         self._lexical = self._rebuild_lexical(self._stamp())
         docs_total = len(self._lexical.rows_of_doc)
-        self._write_manifest(state="ready", pending=None, documents=docs_total,
-                             chunks=len(self._lexical.rows), generation=generation)
+        self._write_manifest(
+            state="ready",
+            pending=None,
+            documents=docs_total,
+            chunks=len(self._lexical.rows),
+            generation=generation,
+        )
         (self.path / "pending.json").unlink(missing_ok=True)
-        return {"documents": n_docs, "chunks": n_chunks, "resumed_chunks": skipped,
-                "index_documents": docs_total, "index_chunks": len(self._lexical.rows)}
+        return {
+            "documents": n_docs,
+            "chunks": n_chunks,
+            "resumed_chunks": skipped,
+            "index_documents": docs_total,
+            "index_chunks": len(self._lexical.rows),
+        }
 
     def repair(self) -> dict:
         """Roll back an interrupted ingest: drop the chunks of its documents, mark ready."""
@@ -228,21 +276,28 @@ class Index:
         atomic_write_text(self.path / MANIFEST, json.dumps(self.manifest, indent=2))
 
     # -- retrieval primitives ----------------------------------------------------------
-    def dense_search(self, query_vec: np.ndarray, k: int, exclude: set[str] | frozenset[str] = frozenset()
-                     ) -> list[tuple[str, float]]:
+    def dense_search(
+        self, query_vec: np.ndarray, k: int, exclude: set[str] | frozenset[str] = frozenset()
+    ) -> list[tuple[str, float]]:
         """Top-``k`` by cosine similarity, skipping ``exclude``: over-fetch by its size so
         unseen matches are still found when the exclusion set is large."""
         total = self.collection.count()
         if total == 0:
             return []
         n = min(total, k + len(exclude))
-        res = self.collection.query(query_embeddings=[query_vec.tolist()], n_results=n, include=["distances"])
-        hits = [(cid, 1.0 - float(d)) for cid, d in zip(res["ids"][0], res["distances"][0], strict=True)
-                if cid not in exclude]
+        res = self.collection.query(
+            query_embeddings=[query_vec.tolist()], n_results=n, include=["distances"]
+        )
+        hits = [
+            (cid, 1.0 - float(d))
+            for cid, d in zip(res["ids"][0], res["distances"][0], strict=True)
+            if cid not in exclude
+        ]
         return hits[:k]
 
-    def lexical_search(self, query: str, k: int, exclude: set[str] | frozenset[str] = frozenset()
-                       ) -> list[tuple[str, float]]:
+    def lexical_search(
+        self, query: str, k: int, exclude: set[str] | frozenset[str] = frozenset()
+    ) -> list[tuple[str, float]]:
         lex = self.lexical
         return lex.search(query, k, lex.rows_for(exclude) if exclude else None)
 
@@ -276,34 +331,51 @@ def _sparse_schema():
     from chromadb.execution.expression.operator import Key
     from chromadb.utils.embedding_functions import ChromaBm25EmbeddingFunction
 
-    config = SparseVectorIndexConfig(source_key=Key.DOCUMENT, embedding_function=ChromaBm25EmbeddingFunction())
+    config = SparseVectorIndexConfig(
+        source_key=Key.DOCUMENT, embedding_function=ChromaBm25EmbeddingFunction()
+    )
     return Schema().create_index(config=config, key=SPARSE_KEY)
 
 
-def native_hybrid_search(collection, query: str, query_vec: np.ndarray, k_each: int, rrf_k: int, limit: int,
-                         exclude: frozenset[str]) -> list[tuple[str, float]]:
+def native_hybrid_search(
+    collection,
+    query: str,
+    query_vec: np.ndarray,
+    k_each: int,
+    rrf_k: int,
+    limit: int,
+    exclude: frozenset[str],
+) -> list[tuple[str, float]]:
     """Server-side ``Search(Rrf(Knn dense, Knn BM25))`` minus ``exclude``; for servers that have it."""
     from chromadb import Knn, Rrf, Search
     from chromadb.execution.expression.operator import Key
 
-    ranks = [Knn(query=query_vec.tolist(), return_rank=True, limit=k_each),
-             Knn(query=query, key=SPARSE_KEY, return_rank=True, limit=k_each)]
+    ranks = [
+        Knn(query=query_vec.tolist(), return_rank=True, limit=k_each),
+        Knn(query=query, key=SPARSE_KEY, return_rank=True, limit=k_each),
+    ]
     search = Search().rank(Rrf(ranks=ranks, k=rrf_k)).limit(limit).select(Key.SCORE)
     if exclude:
         search = search.where(Key.ID.not_in(sorted(exclude)))
     res = collection.search(search)
-    return [(cid, -float(score)) for cid, score in zip(res["ids"][0], res["scores"][0], strict=True)]
+    return [
+        (cid, -float(score)) for cid, score in zip(res["ids"][0], res["scores"][0], strict=True)
+    ]
 
 
 def _read_manifest(path: Path) -> dict:
     try:
         manifest = json.loads((path / MANIFEST).read_text())
     except FileNotFoundError:
-        raise InputError("not a sleuth index (no sleuth-index.json); build one with `sleuth ingest`",
-                         source=str(path)) from None
+        raise InputError(
+            "not a sleuth index (no sleuth-index.json); build one with `sleuth ingest`",
+            source=str(path),
+        ) from None
     except (OSError, ValueError) as e:
         raise InputError(f"unreadable index manifest: {e}", source=str(path)) from None
     if manifest.get("schema_version") != SCHEMA_VERSION:
-        raise InputError(f"index schema {manifest.get('schema_version')} is not {SCHEMA_VERSION}",
-                         source=str(path))
+        raise InputError(
+            f"index schema {manifest.get('schema_version')} is not {SCHEMA_VERSION}",
+            source=str(path),
+        )
     return manifest

@@ -38,11 +38,17 @@ class CrossEncoderReranker:
 class EndpointReranker:
     """POST ``{model, query, documents}`` to ``<base_url>/rerank``; reads ``results[].relevance_score``."""
 
-    def __init__(self, base_url: str, model: str, api_key: str | None = None, timeout: float = 60.0):
+    def __init__(
+        self, base_url: str, model: str, api_key: str | None = None, timeout: float = 60.0
+    ):
         from openai import OpenAI
 
-        self.client = OpenAI(base_url=base_url, api_key=api_key or os.environ.get("OPENAI_API_KEY", "EMPTY"),
-                             timeout=timeout, max_retries=3)
+        self.client = OpenAI(
+            base_url=base_url,
+            api_key=api_key or os.environ.get("OPENAI_API_KEY", "EMPTY"),
+            timeout=timeout,
+            max_retries=3,
+        )
         self.model = model
 
     def score(self, query: str, texts: Sequence[str]) -> list[float]:
@@ -65,4 +71,6 @@ def make_reranker(spec: str | None) -> Reranker | None:
     if spec.startswith("endpoint:") and "@" in spec:
         model, url = spec[len("endpoint:") :].split("@", 1)
         return EndpointReranker(url, model)
-    raise ValueError(f"unknown reranker {spec!r}; use none, cross-encoder:PATH or endpoint:MODEL@URL")
+    raise ValueError(
+        f"unknown reranker {spec!r}; use none, cross-encoder:PATH or endpoint:MODEL@URL"
+    )

@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 
-def rrf(rankings: Sequence[Sequence[str]], k: int = 60, weights: Sequence[float] | None = None) -> list[tuple[str, float]]:
+def rrf(
+    rankings: Sequence[Sequence[str]], k: int = 60, weights: Sequence[float] | None = None
+) -> list[tuple[str, float]]:
     """Fuse ranked id lists: ``score(d) = Σ_i w_i / (k + rank_i(d))`` with 1-based ranks.
 
     Ties keep the order in which ids were first met (earlier lists, earlier ranks first), so

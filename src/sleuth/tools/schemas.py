@@ -5,14 +5,20 @@ from __future__ import annotations
 from typing import Any
 
 
-def _function(name: str, description: str, properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+def _function(
+    name: str, description: str, properties: dict[str, Any], required: list[str]
+) -> dict[str, Any]:
     return {
         "type": "function",
         "function": {
             "name": name,
             "description": description,
-            "parameters": {"type": "object", "properties": properties, "required": required,
-                           "additionalProperties": False},
+            "parameters": {
+                "type": "object",
+                "properties": properties,
+                "required": required,
+                "additionalProperties": False,
+            },
         },
     }
 
@@ -41,7 +47,13 @@ PRUNE = _function(
     "prune_chunks",
     "Remove chunks you no longer need from your context, to free token budget. Pruned chunks stay "
     "excluded from later searches.",
-    {"chunk_ids": {"type": "array", "items": {"type": "string"}, "description": "Chunk ids to remove."}},
+    {
+        "chunk_ids": {
+            "type": "array",
+            "items": {"type": "string"},
+            "description": "Chunk ids to remove.",
+        }
+    },
     ["chunk_ids"],
 )
 

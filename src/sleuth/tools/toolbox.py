@@ -24,8 +24,8 @@ import regex
 
 from sleuth.corpus.models import doc_id_of
 from sleuth.index import Index
-from sleuth.index.store import native_hybrid_search
 from sleuth.index.lexical import ChunkRow
+from sleuth.index.store import native_hybrid_search
 from sleuth.tokens import TokenCounter, default_counter
 from sleuth.tools.rerank import Reranker
 from sleuth.tools.rrf import rrf
@@ -66,8 +66,13 @@ def _ranges(idxs: list[int]) -> str:
 class Toolbox:
     """Implements :class:`sleuth.tools.base.Tools` over an index."""
 
-    def __init__(self, index: Index, config: ToolConfig | None = None, reranker: Reranker | None = None,
-                 counter: TokenCounter | None = None):
+    def __init__(
+        self,
+        index: Index,
+        config: ToolConfig | None = None,
+        reranker: Reranker | None = None,
+        counter: TokenCounter | None = None,
+    ):
         self.index = index
         self.config = config or ToolConfig()
         self.reranker = reranker
@@ -78,7 +83,9 @@ class Toolbox:
         """Tokens of the block the policy sees for this chunk, separator included."""
         return self.counter.count(render_chunk(hit)) + 1
 
-    def _pack(self, hits: list[ChunkHit], max_tokens: int, max_chunks: int) -> tuple[list[ChunkHit], int]:
+    def _pack(
+        self, hits: list[ChunkHit], max_tokens: int, max_chunks: int
+    ) -> tuple[list[ChunkHit], int]:
         """Whole chunks in rank order while both limits hold; oversized ones are skipped."""
         packed, used = [], 0
         for h in hits:
@@ -91,20 +98,25 @@ class Toolbox:
         return packed, used
 
     # -- search_corpus -----------------------------------------------------------------
-    def fused_candidates(self, query: str, exclude: Collection[str] = ()) -> list[tuple[str, float]]:
+    def fused_candidates(
+        self, query: str, exclude: Collection[str] = ()
+    ) -> list[tuple[str, float]]:
         """BM25 and dense candidates (run concurrently) fused by RRF, minus ``exclude``."""
         cfg, excluded = self.config, frozenset(exclude)
         if self.index.native_hybrid:
             qvec = self.index.embedder.embed_query(query)
-            return native_hybrid_search(self.index.collection, query, qvec, cfg.bm25_k, cfg.rrf_k,
-                                        cfg.candidates, excluded)
+            return native_hybrid_search(
+                self.index.collection, query, qvec, cfg.bm25_k, cfg.rrf_k, cfg.candidates, excluded
+            )
         lexical = self._pool.submit(self.index.lexical_search, query, cfg.bm25_k, excluded)
         qvec = self.index.embedder.embed_query(query)
         dense = self.index.dense_search(qvec, cfg.dense_k, excluded)
         ranked = [[i for i, _ in lexical.result()], [i for i, _ in dense]]
         return rrf(ranked, k=cfg.rrf_k)[: cfg.candidates]
 
-    def search_corpus(self, query: str, exclude: Collection[str] = (), max_tokens: int | None = None) -> ToolResult:
+    def search_corpus(
+        self, query: str, exclude: Collection[str] = (), max_tokens: int | None = None
+    ) -> ToolResult:
         if not isinstance(query, str) or not query.strip():
             return ToolResult(tool="search_corpus", error="query must be a non-empty string")
         fused = self.fused_candidates(query, exclude)
@@ -114,7 +126,11 @@ class Toolbox:
             for h, s in zip(hits, scores, strict=True):
                 h.score = s
             hits.sort(key=lambda h: -h.score)
-        budget = self.config.search_max_tokens if max_tokens is None else min(max_tokens, self.config.search_max_tokens)
+        budget = (
+            self.config.search_max_tokens
+            if max_tokens is None
+            else min(max_tokens, self.config.search_max_tokens)
+        )
         packed, _ = self._pack(hits, budget, self.config.search_max_chunks)
         note = None
         if hits and not packed:
@@ -122,7 +138,9 @@ class Toolbox:
         return ToolResult(tool="search_corpus", chunks=packed, note=note)
 
     # -- grep_corpus -------------------------------------------------------------------
-    def grep_corpus(self, pattern: str, exclude: Collection[str] = (), max_tokens: int | None = None) -> ToolResult:
+    def grep_corpus(
+        self, pattern: str, exclude: Collection[str] = (), max_tokens: int | None = None
+    ) -> ToolResult:
         if not isinstance(pattern, str) or not pattern:
             return ToolResult(tool="grep_corpus", error="pattern must be a non-empty string")
         try:
@@ -145,21 +163,35 @@ class Toolbox:
                     if len(matches) >= self.config.grep_max_chunks:
                         break
         except TimeoutError:
-            return ToolResult(tool="grep_corpus", error=(
-                f"pattern took longer than {limit:g}s (catastrophic backtracking?); simplify it"))
+            return ToolResult(
+                tool="grep_corpus",
+                error=(
+                    f"pattern took longer than {limit:g}s (catastrophic backtracking?); simplify it"
+                ),
+            )
         budget = self.config.search_max_tokens if max_tokens is None else max_tokens
         packed, _ = self._pack(matches, budget, self.config.grep_max_chunks)
-        note = None if len(packed) == len(matches) else f"({len(matches) - len(packed)} matching chunks did not fit the token budget.)"
+        note = (
+            None
+            if len(packed) == len(matches)
+            else f"({len(matches) - len(packed)} matching chunks did not fit the token budget.)"
+        )
         return ToolResult(tool="grep_corpus", chunks=packed, note=note)
 
     # -- read_document -----------------------------------------------------------------
-    def read_document(self, doc_id: str, query: str | None = None, max_tokens: int | None = None) -> ToolResult:
+    def read_document(
+        self, doc_id: str, query: str | None = None, max_tokens: int | None = None
+    ) -> ToolResult:
         if not isinstance(doc_id, str) or not doc_id.strip():
             return ToolResult(tool="read_document", error="doc_id must be a non-empty string")
         rows = self.index.document_chunks(doc_id) or self.index.document_chunks(doc_id_of(doc_id))
         if not rows:
             return ToolResult(tool="read_document", error=f"unknown document {doc_id!r}")
-        budget = self.config.read_max_tokens if max_tokens is None else min(max_tokens, self.config.read_max_tokens)
+        budget = (
+            self.config.read_max_tokens
+            if max_tokens is None
+            else min(max_tokens, self.config.read_max_tokens)
+        )
         hits = [_hit(r, None) for r in rows]
         costs = [self.block_tokens(h) for h in hits]
         if sum(costs) <= budget:
@@ -173,8 +205,10 @@ class Toolbox:
         kept = [h for i, h in enumerate(hits) if i in keep]
         omitted = [r.idx for i, r in enumerate(rows) if i not in keep]
         how = "most relevant to your search" if query else "from the start"
-        note = (f"(Document {rows[0].doc_id} has {len(rows)} chunks; showing {len(kept)} {how} within "
-                f"{budget} tokens; omitted chunks {_ranges(omitted)}.)")
+        note = (
+            f"(Document {rows[0].doc_id} has {len(rows)} chunks; showing {len(kept)} {how} within "
+            f"{budget} tokens; omitted chunks {_ranges(omitted)}.)"
+        )
         return ToolResult(tool="read_document", chunks=kept, note=note)
 
     def _relevance_order(self, rows: list[ChunkRow], query: str | None) -> list[int]:
