@@ -99,28 +99,32 @@ class Preset:
 
 
 PRESETS = {
-    # ~1 hour on 2 CPU cores: 8 held-out tasks, 24 teacher runs, 3 RL steps of 3 x 4 rollouts.
+    # ~1 hour on 2 CPU cores (estimated from the smoke run): 8 held-out tasks, 16 teacher
+    # runs, 3 RL steps of 2 x 4 rollouts. A step of the report's size (1,024 rollouts) would
+    # take ~9 hours here.
     "cpu": Preset(
         n_eval=8,
-        n_sft=24,
+        n_sft=16,
         n_rl=24,
         sft_epochs=2,
-        sft_batch=4,
+        sft_batch=2,
         rl_steps=3,
-        queries_per_step=3,
+        queries_per_step=2,
         rollouts_per_query=4,
         substeps=2,
         budget=3072,
         per_call=640,
         max_turns=3,
         max_reply_tokens=128,
-        final_docs=5,
+        final_docs=3,
         device="cpu",
         dtype="float32",
         embedder="minilm",
         workers=2,
         eval_concurrency=1,
-    ),  # fmt: skip
+        sft_lr=5e-4,
+        rl_lr=1e-4,
+    ),
     # One GPU (an H100/H200 class card): 64 held-out tasks, 20 steps of 16 x 8 rollouts.
     "cuda": Preset(
         n_eval=64,
@@ -144,7 +148,7 @@ PRESETS = {
         eval_concurrency=8,
         lora_r=32,
         rl_lr=2e-5,
-    ),  # fmt: skip
+    ),
     # A few minutes on CPU: checks every phase runs; the numbers mean nothing.
     "smoke": Preset(
         n_eval=2,
@@ -166,7 +170,7 @@ PRESETS = {
         embedder="hash",
         workers=2,
         eval_concurrency=1,
-    ),  # fmt: skip
+    ),
 }
 
 
@@ -356,7 +360,17 @@ def main() -> None:
     parser.add_argument("--model", type=Path, default=None, help="default: SmolLM2 GGUF")
     parser.add_argument("--embedder", default=None, help="override the preset's embedder")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=1,
+        help="torch threads per process (CPU). 1 by default: on a shared 2-core machine two "
+        "OpenMP threads spin against other processes and decode 7-14x slower (measured)",
+    )
     args = parser.parse_args()
+    import torch
+
+    torch.set_num_threads(args.threads)
     preset = PRESETS["smoke" if args.smoke else args.device]
     preset = replace(preset, device=args.device, embedder=args.embedder or preset.embedder)
     if args.device == "cuda" and args.smoke:

@@ -10,9 +10,11 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
+from dataclasses import replace
 from importlib import resources
 from pathlib import Path
 
@@ -37,6 +39,7 @@ from sleuth.train.rl import (
     minibatches,
     run_rl,
 )
+from sleuth.train.rollout import collect_rollouts_ray
 from sleuth.train.runlog import read_log
 from sleuth.train.sequences import TrainSequence, collate_sequences, sequence_logprobs
 from sleuth.train.sft import SFTConfig, run_sft
@@ -201,6 +204,9 @@ def test_a_cispo_update_moves_log_probs_with_the_advantage(world, tmp_path: Path
     assert after[0] > before[0] and after[1] < before[1]
     assert stats["ratio_mean_substep0"] == pytest.approx(1.0, abs=1e-5)  # recomputed anchor
     assert stats["optimizer_steps"] == 2
+    with_kl = replace(config, kl_coef=0.1)  # reference: the same model with the adapter off
+    kl_stats = cispo_update(model, build_optimizer(model, 1e-2), items, with_kl, 0, seed=1)
+    assert kl_stats["kl"] > 0.0  # the adapter has moved away from the base
 
 
 def test_minibatches_split_evenly_and_advantage_scales_match_the_aggregation() -> None:
@@ -213,3 +219,20 @@ def test_minibatches_split_evenly_and_advantage_scales_match_the_aggregation() -
     assert advantage_scales(items, "token_sum") == [1.0, 1.0, 1.0]
     assert advantage_scales(items, "token_mean") == [1 / 7] * 3
     assert advantage_scales(items, "prompt_mean") == [1 / 6, 1 / 6, 1 / 8]  # 1 / (groups x tokens)
+
+
+def test_configs_refuse_settings_that_cannot_work() -> None:
+    small = RLConfig.cpu_small("model-dir")
+    assert (small.queries_per_step, small.rollouts_per_query, small.student.lora) == (4, 4, True)
+    with pytest.raises(ValueError, match="at least 2"):
+        RLConfig(rollouts_per_query=1)  # no group to compare against
+    with pytest.raises(ValueError, match="LoRA"):
+        RLConfig(student=StudentConfig(lora=False), kl_coef=0.1)  # no base to compare against
+    with pytest.raises(ValueError, match="multiple"):
+        SFTConfig(batch_size=3, micro_batch_size=2)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ray") is not None, reason="ray is installed")
+def test_ray_rollouts_name_the_install_command_when_ray_is_missing() -> None:
+    with pytest.raises(ImportError, match="pip install"):
+        collect_rollouts_ray(lambda: None, lambda: None, HARNESS, [], 1)  # type: ignore[arg-type]

@@ -265,6 +265,10 @@ def run(
 
     tools = _toolbox(index, reranker)
     chosen = make_policy(policy, model, base_url, api_key, fmt, adapter)
+    if policy and not (model or base_url) and policy != "local":
+        from sleuth.eval.baselines import tools_for
+
+        tools = tools_for(policy, tools)  # bm25 / dense search with one retriever
     local = base_url is None
     config = HarnessConfig(
         budget=replace(BudgetConfig(), max_turns=max_turns),
@@ -330,6 +334,7 @@ def eval_cmd(
     max_turns: Annotated[int, typer.Option(help="Maximum turns.")] = 128,
     limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
     beta: Annotated[float, typer.Option(help="β of F_β.")] = 4.0,
+    retry_failed: Annotated[bool, typer.Option(help="Rerun queries whose every rollout failed.")] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Run a task set (resumable, concurrent); write per-query JSONL, summary, plots, HTML."""
@@ -347,6 +352,7 @@ def eval_cmd(
         chosen = _fresh_policy_factory(loaded)
     else:
         chosen = policy
+    label = None if isinstance(chosen, str) else (model or "local")
     summary = run_eval(
         task_list,
         chosen,
@@ -357,6 +363,8 @@ def eval_cmd(
         fuse=fuse,
         harness_config=config,
         beta=beta,
+        retry_failed=retry_failed,
+        label=label,
     )
     if as_json:
         print(json.dumps(summary))

@@ -229,7 +229,8 @@ def render_text(traj) -> str:
     for turn in traj.turns:
         lines.append(f"  turn {turn.index + 1}: {turn.prompt_tokens} tokens in context")
         for e in turn.tool_events:
-            lines.append(f"    {e.name}({e.raw_arguments[:100]})")
+            args = json.dumps(e.arguments, ensure_ascii=False) if e.arguments else e.raw_arguments
+            lines.append(f"    {e.name}({args[:100]})")
             for c in (e.result.chunks if e.result else [])[:6]:
                 if c.id in set(e.shown_ids):
                     mark = "pruned later" if c.id in pruned else "kept"

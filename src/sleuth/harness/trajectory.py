@@ -137,7 +137,9 @@ class Trajectory(BaseModel):
         """The flat view that metrics and reward read."""
         answered = [t for t in self.turns if t.output is not None]
         error = self.error
-        if error is None and self.answer is None and self.stop_reason is not None:
+        if error is None and self.stop_reason is None:
+            error = "trajectory cut off before it finished"  # a crash: no ε floor
+        elif error is None and self.answer is None:
             error = f"no final answer ({self.stop_reason})"
         return RunSummary(
             final_doc_ids=self.answer.doc_ids if self.answer else [],

@@ -257,8 +257,10 @@ def plan_step(step: int, n_steps: int, config: RLConfig) -> StepPlan:
 
 
 def sample_tasks(tasks: Sequence[Task], plan: StepPlan, count: int, seed: int) -> list[Task]:
-    """``count`` tasks of at most ``plan.max_hops`` hops (the easiest level when none qualify),
-    without repeats until the pool is used up; fixed by (seed, step)."""
+    """``count`` tasks of at most ``plan.max_hops`` hops (the easiest level when none qualify).
+
+    Each step draws afresh, fixed by (seed, step); within a step a task repeats only when the
+    pool holds fewer than ``count``."""
     pool = [t for t in tasks if t.hops <= plan.max_hops]
     if not pool:
         easiest = min(t.hops for t in tasks)

@@ -168,9 +168,11 @@ def teacher_factory(spec: str, **options: Any) -> PolicyFactory:
     return lambda seed: make_policy(spec, **options)
 
 
-def teacher_jobs(tasks: Sequence[Task], rollouts_per_task: int, folder: Path, seed: int):
+def teacher_jobs(
+    tasks: Sequence[Task], rollouts_per_task: int, folder: Path, seed: int
+) -> list[RolloutJob]:
     """One job per (task, rollout), each writing its trajectory to a stable file name."""
-    jobs = []
+    jobs: list[RolloutJob] = []
     for t_index, task in enumerate(tasks):
         key = hashlib.sha1(task.id.encode()).hexdigest()[:12]
         for k in range(rollouts_per_task):
