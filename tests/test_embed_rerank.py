@@ -151,3 +151,28 @@ def test_unknown_specs_are_rejected():
     with pytest.raises(ValueError, match="unknown reranker"):
         make_reranker("magic")
     assert make_reranker(None) is None and make_reranker("none") is None
+
+
+def test_concurrent_first_use_builds_one_embedder(monkeypatch):
+    """Parallel tool calls may ask for the embedder at once; it must be built exactly once
+    (two concurrent transformers loads leave torch's default device on "meta")."""
+    import sleuth.embed as embed
+
+    builds = []
+
+    class Slow(HashEmbedder):
+        def __init__(self, dim: int = 384):
+            builds.append(dim)
+            time.sleep(0.2)
+            super().__init__(dim)
+
+    monkeypatch.setattr(embed, "HashEmbedder", Slow)
+    make_embedder.cache_clear()
+    got: list = []
+    threads = [threading.Thread(target=lambda: got.append(make_embedder("hash:16"))) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    make_embedder.cache_clear()
+    assert len(builds) == 1 and all(g is got[0] for g in got)

@@ -152,9 +152,23 @@ class HashEmbedder:
         return self.embed_documents([text])[0]
 
 
-@cache
+_build_lock = threading.Lock()
+
+
 def make_embedder(spec: str = "minilm") -> Embedder:
-    """Build (once per process) the embedder a spec string names."""
+    """Build (once per process) the embedder a spec string names.
+
+    Serialised: parallel tool calls may ask at once, and two concurrent transformers loads
+    corrupt torch's global default-device state (a later model then loads onto "meta")."""
+    with _build_lock:
+        return _make_embedder(spec)
+
+
+make_embedder.cache_clear = lambda: _make_embedder.cache_clear()  # type: ignore[attr-defined]
+
+
+@cache
+def _make_embedder(spec: str) -> Embedder:
     if spec in ("minilm", "default"):
         return SentenceTransformerEmbedder(minilm_path(), spec="minilm")
     if spec == "hash" or spec.startswith("hash:"):
