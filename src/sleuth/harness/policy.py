@@ -41,3 +41,12 @@ class Policy(Protocol):
     ) -> PolicyOutput:
         """One model turn. May raise; the harness records the failure."""
         ...
+
+
+def message_text(content: Any) -> str:
+    """Chat content as plain text: a string, or the text parts of a list of content parts."""
+    if content is None:
+        return ""
+    if isinstance(content, str):
+        return content
+    return "".join(p.get("text", "") for p in content if isinstance(p, dict))

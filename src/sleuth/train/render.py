@@ -26,7 +26,8 @@ from typing import Any
 
 from sleuth.harness.policy import PolicyOutput
 from sleuth.harness.trajectory import Trajectory
-from sleuth.policies.local_hf import chatml, to_chat
+from sleuth.policies.local_hf import render_ids as render_prompt_ids
+from sleuth.policies.local_hf import to_chat
 from sleuth.train.sequences import TrainSequence, TurnTokens, turns_to_sequences
 
 STOP_TOKEN = "<|im_end|>"  # ChatML's end of turn, where LocalHFPolicy stops sampling
@@ -59,18 +60,6 @@ def recorded_turn_tokens(trajectory: Trajectory) -> list[TurnTokens]:
             )
         turns.append((out.prompt_token_ids, out.token_ids, out.logprobs))
     return turns
-
-
-def render_prompt_ids(
-    tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
-) -> list[int]:
-    """Prompt ids of a request, rendered exactly as ``LocalHFPolicy.render`` renders them."""
-    chat = to_chat(messages, tools)
-    if getattr(tokenizer, "chat_template", None):
-        text = tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
-    else:
-        text = chatml(chat)
-    return list(tokenizer(text, add_special_tokens=False)["input_ids"])
 
 
 def reply_text(output: PolicyOutput) -> str:
