@@ -67,13 +67,9 @@ def test_demo_table_matches_per_query_results(demo_run):
     root, proc = demo_run
     out = root / "out"
     rows = json.loads((out / "demo_summary.json").read_text())
-    folders = {
-        "single-pass": "single-pass",
-        "heuristic": "heuristic",
-        "SmolLM2-135M subagent": "subagent",
-    }
-    assert set(rows) == set(folders)
-    for name, folder in folders.items():
+    assert {"single-pass", "heuristic"} < set(rows) and any("SmolLM2" in n for n in rows)
+    for name, row in rows.items():
+        folder = row["folder"]
         records = [
             json.loads(line) for line in (out / folder / "results.jsonl").read_text().splitlines()
         ]

