@@ -90,3 +90,12 @@ def test_demo_prints_an_example_trajectory_and_paths(demo_run):
     root, proc = demo_run
     assert "Example trajectory" in proc.stdout and "tokens in context" in proc.stdout
     assert str(root / "out" / "heuristic" / "report.html") in proc.stdout
+
+
+def test_demo_never_scores_the_adapter_on_its_training_tasks():
+    from sleuth.demo import DemoConfig, adapter_policy, choose
+
+    trained = set(adapter_policy()["trained_task_ids"])
+    assert trained, "the packaged adapter records the tasks it trained on"
+    _, tasks, sub = choose(DemoConfig())
+    assert sub and not {t.id for t in tasks + sub} & trained
