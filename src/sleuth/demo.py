@@ -53,7 +53,7 @@ class DemoConfig:
 
     real_tasks: int = 60  # real 2Wiki questions for the baselines
     offline_tasks: int = 60  # offline-generated tasks for the baselines
-    subagent_tasks: int = 12  # tasks (half real, half generated) run with the local model
+    subagent_tasks: int = 8  # tasks (half real, half generated) run with the local model
     extra_documents: int | None = None  # None: all 1,585 documents; else the tasks' own + this many
     untrained_too: bool = True  # also run SmolLM2 without the adapter, same settings
 
@@ -62,7 +62,7 @@ class DemoConfig:
         return cls(
             real_tasks=8,
             offline_tasks=8,
-            subagent_tasks=4,
+            subagent_tasks=2,
             extra_documents=300,
             untrained_too=False,
         )

@@ -263,6 +263,9 @@ class LocalHFPolicy:
             from peft import PeftModel
 
             model = PeftModel.from_pretrained(model, str(adapter), is_trainable=trainable_adapter)
+            if not trainable_adapter:  # inference only: fold the low-rank update into the weights
+                model = model.merge_and_unload()
+        model.eval()
         return cls(model, tokenizer, **options)
 
     def render_text(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
@@ -314,7 +317,8 @@ class LocalHFPolicy:
                 step_input = torch.tensor([prompt_ids], device=self.device)
                 cache = {self.cache_kwarg: DynamicCache()}  # filled in place by each forward
                 for _ in range(limit):
-                    out = self.model(input_ids=step_input, use_cache=True, **cache)
+                    # only the last position's logits are needed: skips the LM head on the prompt
+                    out = self.model(input_ids=step_input, use_cache=True, logits_to_keep=1, **cache)
                     logits = out.logits[0, -1].float()
                     token = _sample(logits, self.temperature, self.top_p, self.generator)
                     token_ids.append(token)
