@@ -238,7 +238,7 @@ def evaluate(
     )
 
     def greedy() -> LocalHFPolicy:
-        return LocalHFPolicy(base.model, base.tokenizer, temperature=0.0, name=f"smollm2-{name}")
+        return base.fresh(temperature=0.0, name=f"smollm2-{name}")
 
     summary = run_eval(
         tasks,

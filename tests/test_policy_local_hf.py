@@ -167,3 +167,22 @@ def test_smollm2_gguf_loads_offline_and_generates() -> None:
     assert len(out.token_ids) == len(out.logprobs) > 0
     assert policy.count_tokens(MESSAGES, TOOLS) == len(out.prompt_token_ids)
     assert all(lp <= 0 for lp in out.logprobs)
+
+
+def test_fresh_shares_weights_and_keeps_settings(policy: LocalHFPolicy) -> None:
+    seeded = policy.fresh(seed=3, max_new_tokens=7)
+    copy = seeded.fresh()
+    assert copy is not seeded and copy.model is policy.model and copy.tokenizer is policy.tokenizer
+    assert (copy.temperature, copy.top_p, copy.name) == (
+        policy.temperature,
+        policy.top_p,
+        policy.name,
+    )
+    assert (copy.seed, copy.max_new_tokens) == (3, 7)
+    greedy = policy.fresh(temperature=0.0, name="g")
+    assert (greedy.temperature, greedy.name) == (0.0, "g")
+    # a fresh seeded policy restarts its sampler: two copies sample the same reply
+    messages = [{"role": "user", "content": "hello"}]
+    a = seeded.fresh(temperature=1.0).generate(messages, [], 5).token_ids
+    b = seeded.fresh(temperature=1.0).generate(messages, [], 5).token_ids
+    assert a == b

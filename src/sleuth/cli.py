@@ -393,18 +393,7 @@ def _fresh_policy_factory(loaded):
     from sleuth.policies.local_hf import LocalHFPolicy
 
     if isinstance(loaded, LocalHFPolicy):
-
-        def factory():
-            return LocalHFPolicy(
-                loaded.model,
-                loaded.tokenizer,
-                temperature=loaded.temperature,
-                top_p=loaded.top_p,
-                max_new_tokens=loaded.max_new_tokens,
-                name=loaded.name,
-            )
-
-        return factory
+        return lambda: loaded.fresh(seed=None)
     return lambda: loaded
 
 

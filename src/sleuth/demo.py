@@ -179,10 +179,9 @@ def subagent_runs(policy: str, config: DemoConfig) -> list[SubagentRun]:
 
 def _greedy(loaded: Any, name: str) -> Callable[[], Any]:
     """A fresh greedy policy per run over shared weights (policies keep per-run state)."""
-    from sleuth.policies.local_hf import LocalHFPolicy
 
-    def factory() -> LocalHFPolicy:
-        return LocalHFPolicy(loaded.model, loaded.tokenizer, temperature=0.0, name=name)
+    def factory() -> Any:
+        return loaded.fresh(temperature=0.0, name=name)
 
     factory.__name__ = name
     return factory

@@ -233,6 +233,7 @@ class LocalHFPolicy:
         self.top_p = top_p
         self.max_new_tokens = max_new_tokens
         self.device = next(model.parameters()).device
+        self.seed = seed
         self.generator = None
         if seed is not None:
             self.generator = torch.Generator(device=self.device).manual_seed(seed)
@@ -267,6 +268,19 @@ class LocalHFPolicy:
                 model = model.merge_and_unload()
         model.eval()
         return cls(model, tokenizer, **options)
+
+    def fresh(self, **overrides: Any) -> LocalHFPolicy:
+        """A new policy over the same weights with the same settings (``overrides`` win).
+
+        Policies keep per-run state (their sampler), so runners take a fresh one per run."""
+        settings = {
+            "temperature": self.temperature,
+            "top_p": self.top_p,
+            "max_new_tokens": self.max_new_tokens,
+            "seed": self.seed,
+            "name": self.name,
+        }
+        return LocalHFPolicy(self.model, self.tokenizer, **(settings | overrides))
 
     def render_text(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
         return render_text(self.tokenizer, messages, tools)
