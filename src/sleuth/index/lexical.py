@@ -25,6 +25,7 @@ import Stemmer
 from sleuth.io import atomic_write_text
 
 _STEMMER = Stemmer.Stemmer("english")
+LEXICAL_FORMAT = 2  # 2: BM25 over title + text; a saved side of another format is rebuilt
 
 
 def tokenize(texts: list[str]) -> list[list[str]]:
@@ -41,6 +42,17 @@ class ChunkRow:
     idx: int
     text: str
     tokens: int
+    title: str = ""
+
+    @property
+    def search_text(self) -> str:
+        """What the retrievers match: the document title, then the chunk text.
+
+        A chunk rarely repeats its article's name ("He was born in ..."), so without the title
+        a search for the entity misses every chunk but the first; the policy still reads
+        ``text`` alone.
+        """
+        return f"{self.title}\n{self.text}" if self.title else self.text
 
 
 @dataclass
@@ -65,7 +77,7 @@ class LexicalIndex:
         retriever = None
         if rows:
             retriever = bm25s.BM25()
-            retriever.index(tokenize([r.text for r in rows]), show_progress=False)
+            retriever.index(tokenize([r.search_text for r in rows]), show_progress=False)
         return cls(rows=rows, stamp=stamp, retriever=retriever)
 
     def search(

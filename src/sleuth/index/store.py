@@ -28,7 +28,7 @@ from sleuth.corpus.chunking import chunk_document
 from sleuth.corpus.models import Chunk, Document
 from sleuth.embed import Embedder, make_embedder
 from sleuth.errors import IndexIncompleteError, InputError
-from sleuth.index.lexical import ChunkRow, LexicalIndex
+from sleuth.index.lexical import LEXICAL_FORMAT, ChunkRow, LexicalIndex
 from sleuth.io import atomic_write_text
 
 MANIFEST = "sleuth-index.json"
@@ -169,7 +169,11 @@ class Index:
         return self._lexical
 
     def _stamp(self) -> dict:
-        return {"generation": self.manifest["generation"], "chunks": self.collection.count()}
+        return {
+            "generation": self.manifest["generation"],
+            "chunks": self.collection.count(),
+            "format": LEXICAL_FORMAT,
+        }
 
     def _rebuild_lexical(self, stamp: dict) -> LexicalIndex:
         rows: list[ChunkRow] = []
@@ -178,7 +182,14 @@ class Index:
             got = self.collection.get(include=["documents", "metadatas"], limit=page, offset=offset)
             for cid, text, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
                 rows.append(
-                    ChunkRow(cid, meta["doc_id"], int(meta["idx"]), text, int(meta["tokens"]))
+                    ChunkRow(
+                        cid,
+                        meta["doc_id"],
+                        int(meta["idx"]),
+                        text,
+                        int(meta["tokens"]),
+                        str(meta.get("title") or ""),
+                    )
                 )
             offset += page
         lexical = LexicalIndex.build(rows, stamp)
@@ -225,7 +236,8 @@ class Index:
             progress("embedding", done, total)
         for i in range(0, len(chunks), batch_size):
             batch = chunks[i : i + batch_size]
-            vectors = self.embedder.embed_documents([c.text for c in batch], batch_size=batch_size)
+            texts = [_search_text(c) for c in batch]
+            vectors = self.embedder.embed_documents(texts, batch_size=batch_size)
             self.collection.add(
                 ids=[c.id for c in batch],
                 embeddings=vectors,
@@ -320,6 +332,12 @@ class Index:
 
     def __len__(self) -> int:
         return len(self.lexical.rows)
+
+
+def _search_text(chunk: Chunk) -> str:
+    """The text a chunk is embedded from: its document title, then its text (as BM25 sees it)."""
+    title = chunk.metadata.get("title") or ""
+    return f"{title}\n{chunk.text}" if title else chunk.text
 
 
 SPARSE_KEY = "bm25_sparse"

@@ -1,0 +1,57 @@
+"""A document's title is searchable by both retrievers, while the policy reads the chunk text alone."""
+
+from __future__ import annotations
+
+import json
+
+from sleuth.corpus.models import Document
+from sleuth.index import Index
+from sleuth.index.lexical import LEXICAL_FORMAT
+from sleuth.tools.toolbox import Toolbox
+
+DOCS = [
+    Document(
+        id="zanzibar",
+        title="Zanzibar Quartet",
+        text="They first played together in a rented hall and toured widely afterwards.",
+    ),
+    *(
+        Document(id=f"filler{i}", title=f"Filler {i}", text=f"Plain text number {i} about weather.")
+        for i in range(8)
+    ),
+]
+
+
+def _index(tmp_path, embedder: str = "minilm") -> Index:
+    Index.create(tmp_path / "ix", embedder=embedder).ingest(DOCS)
+    return Index.open(tmp_path / "ix")
+
+
+def test_bm25_and_dense_find_a_chunk_by_its_title_alone(tmp_path):
+    index = _index(tmp_path)
+    lexical = [cid for cid, _ in index.lexical_search("Zanzibar", 3)]
+    assert lexical[:1] == ["zanzibar_0"]
+    dense = [
+        cid for cid, _ in index.dense_search(index.embedder.embed_query("Zanzibar Quartet"), 1)
+    ]
+    assert dense == ["zanzibar_0"]
+    shown = Toolbox(index).search_corpus("Zanzibar Quartet").chunks
+    assert shown[0].id == "zanzibar_0"
+    assert "Zanzibar" not in shown[0].text  # the chunk text the policy reads is unchanged
+
+
+def test_a_lexical_side_of_an_older_format_is_rebuilt_with_titles(tmp_path):
+    _index(tmp_path, embedder="hash:64")
+    stamp_file = tmp_path / "ix" / "lexical" / "stamp.json"
+    old = json.loads(stamp_file.read_text())
+    assert old["format"] == LEXICAL_FORMAT
+    rows = tmp_path / "ix" / "lexical" / "chunks.jsonl"
+    # Simulate a side saved by the previous version: no title field, no format in the stamp.
+    lines = [json.loads(line) for line in rows.read_text().splitlines()]
+    rows.write_text(
+        "".join(json.dumps({k: v for k, v in r.items() if k != "title"}) + "\n" for r in lines)
+    )
+    stamp_file.write_text(json.dumps({k: v for k, v in old.items() if k != "format"}))
+    reopened = Index.open(tmp_path / "ix")
+    assert [cid for cid, _ in reopened.lexical_search("Zanzibar", 1)] == ["zanzibar_0"]
+    assert json.loads(stamp_file.read_text())["format"] == LEXICAL_FORMAT
