@@ -22,6 +22,7 @@ import bm25s
 import numpy as np
 import Stemmer
 
+from sleuth.index.grepindex import GrepIndex
 from sleuth.io import atomic_write_text
 
 _STEMMER = Stemmer.Stemmer("english")
@@ -60,6 +61,7 @@ class LexicalIndex:
     rows: list[ChunkRow]
     stamp: dict
     retriever: bm25s.BM25 | None = None
+    grep_index: GrepIndex | None = None
     row_of: dict[str, int] = field(init=False)
     rows_of_doc: dict[str, list[int]] = field(init=False)
 
@@ -78,7 +80,15 @@ class LexicalIndex:
         if rows:
             retriever = bm25s.BM25()
             retriever.index(tokenize([r.search_text for r in rows]), show_progress=False)
-        return cls(rows=rows, stamp=stamp, retriever=retriever)
+        grep_index = GrepIndex.build([r.text for r in rows])
+        return cls(rows=rows, stamp=stamp, retriever=retriever, grep_index=grep_index)
+
+    @property
+    def grep(self) -> GrepIndex:
+        """Postings for grep over chunk texts; built here when not saved (older indexes)."""
+        if self.grep_index is None or self.grep_index.n_rows != len(self.rows):
+            self.grep_index = GrepIndex.build([r.text for r in self.rows])
+        return self.grep_index
 
     def search(
         self, query: str, k: int, exclude_rows: np.ndarray | None = None
@@ -112,6 +122,8 @@ class LexicalIndex:
                 f.write(json.dumps(r.__dict__, ensure_ascii=False) + "\n")
         if self.retriever is not None:
             self.retriever.save(str(tmp / "bm25"))
+        if self.grep_index is not None:
+            self.grep_index.save(tmp / "grep")
         atomic_write_text(tmp / "stamp.json", json.dumps(self.stamp))
         old = folder.with_name(f"{folder.name}.old-{os.getpid()}")
         if folder.exists():
@@ -129,4 +141,5 @@ class LexicalIndex:
             retriever = bm25s.BM25.load(str(folder / "bm25")) if rows else None
         except (OSError, ValueError, KeyError, TypeError):
             return None
-        return cls(rows=rows, stamp=stamp, retriever=retriever)
+        grep_index = GrepIndex.load(folder / "grep")
+        return cls(rows=rows, stamp=stamp, retriever=retriever, grep_index=grep_index)

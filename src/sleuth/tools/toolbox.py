@@ -5,8 +5,9 @@ reranker → packed in rank order into ``max_tokens`` and at most 10 chunks. Exc
 removed inside both retrievers, before top-k, so a large exclusion set makes the search dig
 deeper rather than come back empty.
 
-``grep_corpus``: a regular expression (the ``regex`` module, which supports a time limit)
-over chunk texts in corpus order; at most 5 chunks; a bad or runaway pattern is a tool error.
+``grep_corpus``: a regular expression over chunk texts in corpus order, at most 5 chunks,
+narrowed by the literals it must match; a bad, oversized or runaway pattern is a tool error
+(:mod:`sleuth.tools.grep`).
 
 ``read_document``: a document's chunks in order; over budget, the chunks most similar to the
 query that surfaced the document are kept (in document order) and the omission is stated.
@@ -14,19 +15,18 @@ query that surfaced the document are kept (in document order) and the omission i
 
 from __future__ import annotations
 
-import time
 from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numpy as np
-import regex
 
 from sleuth.corpus.models import doc_id_of
 from sleuth.index import Index
 from sleuth.index.lexical import ChunkRow
 from sleuth.index.store import native_hybrid_search
 from sleuth.tokens import TokenCounter, default_counter
+from sleuth.tools.grep import GrepError, grep
 from sleuth.tools.rerank import Reranker
 from sleuth.tools.rrf import rrf
 from sleuth.tools.types import ChunkHit, ToolResult, render_chunk
@@ -44,6 +44,7 @@ class ToolConfig:
     search_max_chunks: int = 10
     grep_max_chunks: int = 5
     grep_timeout_s: float = 0.5  # wall-clock limit for one grep over the corpus
+    grep_chunk_timeout_s: float = 0.05  # one chunk taking longer is a runaway pattern
     read_max_tokens: int = 4096
 
 
@@ -141,34 +142,19 @@ class Toolbox:
     def grep_corpus(
         self, pattern: str, exclude: Collection[str] = (), max_tokens: int | None = None
     ) -> ToolResult:
-        if not isinstance(pattern, str) or not pattern:
-            return ToolResult(tool="grep_corpus", error="pattern must be a non-empty string")
+        cfg = self.config
         try:
-            compiled = regex.compile(pattern)
-        except (regex.error, ValueError, OverflowError) as e:
-            return ToolResult(tool="grep_corpus", error=f"invalid regular expression: {e}")
-        excluded = frozenset(exclude)
-        limit = self.config.grep_timeout_s
-        deadline = time.perf_counter() + limit
-        matches: list[ChunkHit] = []
-        try:
-            for row in self.index.lexical.rows:
-                if row.id in excluded:
-                    continue
-                remaining = deadline - time.perf_counter()
-                if remaining <= 0:
-                    raise TimeoutError
-                if compiled.search(row.text, timeout=remaining):
-                    matches.append(_hit(row, None))
-                    if len(matches) >= self.config.grep_max_chunks:
-                        break
-        except TimeoutError:
-            return ToolResult(
-                tool="grep_corpus",
-                error=(
-                    f"pattern took longer than {limit:g}s (catastrophic backtracking?); simplify it"
-                ),
+            rows = grep(
+                self.index.lexical,
+                pattern,
+                exclude,
+                cfg.grep_max_chunks,
+                cfg.grep_timeout_s,
+                cfg.grep_chunk_timeout_s,
             )
+        except GrepError as e:
+            return ToolResult(tool="grep_corpus", error=str(e))
+        matches = [_hit(row, None) for row in rows]
         budget = self.config.search_max_tokens if max_tokens is None else max_tokens
         packed, _ = self._pack(matches, budget, self.config.grep_max_chunks)
         note = (
