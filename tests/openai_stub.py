@@ -3,7 +3,8 @@
 It plays scripted replies and records every request body it receives, so tests can check
 what the harness actually sent over the wire. A reply is an assistant message dict, a
 ``{"message": ..., <choice fields>}`` dict, an HTTP status code (an error response), or a
-function of ``(request_body, index)`` returning one of those.
+function of ``(request_body, index)`` returning one of those; a ready ``Response`` is sent as is
+(raw or malformed bodies, custom headers).
 """
 
 from __future__ import annotations
@@ -17,10 +18,10 @@ from typing import Any
 
 import uvicorn
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 
 Body = dict[str, Any]
-Reply = dict[str, Any] | int
+Reply = dict[str, Any] | int | Response
 Script = Sequence[Reply | Callable[[Body, int], Reply]] | Callable[[Body, int], Reply]
 
 
@@ -71,16 +72,20 @@ class StubServer:
         self.server.should_exit = True
         self.thread.join(timeout=5)
 
-    async def _complete(self, request: Request) -> JSONResponse:
+    async def _complete(self, request: Request) -> Response:
         body = await request.json()
         with self._lock:
             index = len(self.requests)
             self.requests.append(body)
         reply = self._reply(body, index)
+        if isinstance(reply, Response):
+            return reply
         if isinstance(reply, int):
             error = {"error": {"message": f"scripted status {reply}", "type": "stub"}}
             return JSONResponse(error, status_code=reply)
-        return JSONResponse(_completion(reply, body.get("model", "stub")))
+        # json.dumps escapes non-ASCII, so lone surrogates travel as \ud800 escapes, as from servers
+        completion = json.dumps(_completion(reply, body.get("model", "stub")))
+        return Response(completion, media_type="application/json")
 
     def _reply(self, body: Body, index: int) -> Reply:
         if callable(self.script):

@@ -61,6 +61,8 @@ def _load_args(raw: str) -> dict[str, Any] | str:
         value = json.loads(raw)
     except json.JSONDecodeError as exc:
         return f"not valid JSON ({exc.msg} at char {exc.pos}): {raw[:_SHOWN_CHARS]!r}"
+    except RecursionError:
+        return f"JSON nested too deeply: {raw[:_SHOWN_CHARS]!r}"
     if not isinstance(value, dict):
         return f"expected a JSON object, got {type(value).__name__}"
     return value

@@ -26,6 +26,7 @@ Every limit is enforced here, in this order, once per turn:
 
 from __future__ import annotations
 
+import json
 from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
@@ -66,6 +67,7 @@ from sleuth.harness.trajectory import (
     Turn,
 )
 from sleuth.harness.view import ContextView, Message, Observation
+from sleuth.io import safe_text
 from sleuth.tools.base import Tools
 from sleuth.tools.types import ToolResult
 
@@ -137,7 +139,7 @@ class Harness:
         """
         if not query.strip():
             raise InputError("the query is empty")
-        return _Episode(self, query, trajectory_path).run()
+        return _Episode(self, safe_text(query), trajectory_path).run()
 
 
 class _Episode:
@@ -211,6 +213,7 @@ class _Episode:
             output = self.policy.generate(messages, TOOL_SCHEMAS, limit)
             if not isinstance(output, PolicyOutput):
                 raise TypeError(f"policy returned {type(output).__name__}, not PolicyOutput")
+            output = _untrusted(output)
         except Exception as exc:  # endpoint down, time-out after retries, policy bug
             turn.error = f"{type(exc).__name__}: {exc}"
             turn.timings.policy_s = perf_counter() - started
@@ -456,6 +459,31 @@ class _Episode:
         self.record.error = error
         self.record.wall_time_s = perf_counter() - self.started
         self.writer.end(self.record)
+
+
+def _untrusted(output: PolicyOutput) -> PolicyOutput:
+    """``output`` made safe to write and to send back: lone surrogates become U+FFFD, also
+    those that tool-call arguments spell as JSON escapes (``"\\ud800"``)."""
+    dumped = json.dumps(output.model_dump(mode="json"), ensure_ascii=False)
+    clean = safe_text(dumped)
+    if clean != dumped:
+        output = PolicyOutput.model_validate_json(clean)
+    calls = [
+        c.model_copy(update={"arguments": _safe_arguments(c.arguments)}) for c in output.tool_calls
+    ]
+    return output.model_copy(update={"tool_calls": calls})
+
+
+def _safe_arguments(raw: str) -> str:
+    """Raw JSON arguments whose decoded strings hold no lone surrogate."""
+    if "\\u" not in raw:
+        return raw
+    try:
+        decoded = json.dumps(json.loads(raw), ensure_ascii=False)
+    except (ValueError, RecursionError):  # broken JSON: the parser reports it to the policy
+        return raw
+    clean = safe_text(decoded)
+    return raw if clean == decoded else clean
 
 
 def _event(call: ToolCall, parsed: ParsedCall | str) -> ToolEvent:

@@ -14,7 +14,6 @@ with ``stop_reason`` left ``None`` when the ``end`` line is missing.
 
 from __future__ import annotations
 
-import json
 from enum import StrEnum
 from pathlib import Path
 from typing import Any
@@ -25,7 +24,7 @@ from sleuth.errors import InputError
 from sleuth.harness.answer import ParsedAnswer
 from sleuth.harness.policy import PolicyOutput
 from sleuth.harness.summary import RunSummary
-from sleuth.io import append_jsonl, atomic_write_text, read_jsonl
+from sleuth.io import append_jsonl, atomic_write_text, json_text, read_jsonl
 from sleuth.tools.types import ToolResult
 
 SCHEMA_VERSION = 1
@@ -175,7 +174,7 @@ class TrajectoryWriter:
         """Write the header, replacing any older file at the path."""
         if self.path is not None:
             header = trajectory.model_dump(mode="json", exclude={"turns", *_END_FIELDS})
-            atomic_write_text(self.path, json.dumps({"kind": "header", **header}) + "\n")
+            atomic_write_text(self.path, json_text({"kind": "header", **header}) + "\n")
 
     def turn(self, turn: Turn) -> None:
         if self.path is not None:
