@@ -3,7 +3,9 @@
 A mean is over the queries where the value is defined (prune accuracy is undefined for a run
 that pruned nothing), so each group also reports ``count`` and, for prune accuracy, how many
 runs it covers (``prune_accuracy_n``). Booleans average to rates. Reward terms are flat,
-slash-keyed (``reward/total``), next to the metrics.
+slash-keyed (``reward/total``), next to the metrics. ``failed_count`` (queries whose every
+rollout failed) and ``policy_errors`` (runs that ended on a policy error) are counts, so a
+column of zeros from a dead endpoint never reads as a score.
 """
 
 from __future__ import annotations
@@ -26,8 +28,13 @@ def mean_defined(values: Iterable[Any]) -> float | None:
 
 
 def aggregate_records(records: Sequence[Record]) -> dict[str, float | int | None]:
-    """``count``, the mean of every metric, ``prune_accuracy_n`` and every ``reward/<term>``."""
-    out: dict[str, float | int | None] = {"count": len(records)}
+    """``count``, the failure counts, the mean of every metric, ``prune_accuracy_n`` and every
+    ``reward/<term>``."""
+    out: dict[str, float | int | None] = {
+        "count": len(records),
+        "failed_count": sum(r["error"] is not None for r in records),
+        "policy_errors": sum(s == "policy_error" for r in records for s in r["stop_reasons"]),
+    }
     if not records:
         return out
     for key in records[0]["metrics"]:

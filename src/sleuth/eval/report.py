@@ -19,6 +19,8 @@ from sleuth.io import atomic_write_text
 Record = dict[str, Any]
 COLUMNS = {
     "count": "n",
+    "failed_count": "failed",
+    "policy_errors": "policy errors",
     "final_answer_found": "found",
     "recall": "recall",
     "precision": "precision",
@@ -32,6 +34,7 @@ COLUMNS = {
     "reward/total": "reward",
 }
 GROUP_TITLES = {"by_hops": "hop level", "by_domain": "domain", "by_source": "source"}
+_COUNTS = {"count", "failed_count", "policy_errors", "peak_tokens", "total_tokens"}
 _SNIPPET = 320  # characters of a chunk shown in the example trajectory
 _TEXT = 2000  # characters of a policy message shown
 
@@ -63,7 +66,7 @@ def draw_plots(summary: dict[str, Any], records: Sequence[Record]) -> dict[str, 
 def format_value(key: str, value: Any) -> str:
     if value is None:
         return "–"
-    if key in ("count", "peak_tokens", "total_tokens") or key.endswith("_n"):
+    if key in _COUNTS or key.endswith("_n"):
         return f"{value:,.0f}"
     return f"{value:.2f}" if key in ("turns", "tool_calls") else f"{value:.3f}"
 
@@ -79,6 +82,14 @@ def table_rows(summary: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]
 def markdown_summary(summary: dict[str, Any]) -> str:
     """The summary as Markdown tables (overall, by hop level, by domain, by source)."""
     lines = [f"# Eval: {summary['policy']}", "", _settings_line(summary)]
+    overall = summary["overall"]
+    if overall.get("failed_count"):
+        lines += [
+            "",
+            f"**{overall['failed_count']} of {overall['count']} queries failed** (every rollout "
+            f"ended without a usable run; {overall['policy_errors']} run(s) on a policy error): "
+            "their metrics count as 0.",
+        ]
     for title, rows in table_rows(summary):
         lines += ["", f"## {title}", "", "| group | " + " | ".join(COLUMNS.values()) + " |"]
         lines.append("|---" * (len(COLUMNS) + 1) + "|")
