@@ -81,15 +81,28 @@ def ingest(
     fmt: Annotated[
         str, typer.Option("--format", help="auto | sec (EDGAR filings) | patents (CSV/XML)")
     ] = "auto",
+    follow_links: Annotated[
+        bool, typer.Option(help="Follow symbolic links that lead out of a folder.")
+    ] = False,
+    archive_limits: Annotated[
+        str | None,
+        typer.Option(
+            help="Raise zip limits, e.g. entry=256MiB,total=4GiB,ratio=500,entries=200000 "
+            "(defaults 64MiB, 1GiB, 100, 100000)."
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Read, chunk, embed and index documents (resumable: rerun the same command after a crash)."""
-    from sleuth.corpus.readers import read_documents
+    from sleuth.corpus.readers import ArchiveLimits, ReadOptions, read_documents
     from sleuth.index import Index
 
+    options = ReadOptions(follow_links, ArchiveLimits.parse(archive_limits or ""))
     docs = (
-        [] if repair else read_documents(paths, fmt)
+        [] if repair else read_documents(paths, fmt, options)
     )  # read everything first: bad input writes nothing
+    for line in options.skipped:
+        console.print(f"skipped {line}", markup=False, highlight=False)
     idx = Index.create(
         index,
         embedder=embedder,

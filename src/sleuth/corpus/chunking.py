@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from sleuth.corpus.models import Chunk, Document, chunk_id
 from sleuth.tokens import TokenCounter, default_counter
 
-_SEGMENT_END = re.compile(r"\n\s*\n|(?<=[.!?;:])\s+|\n")
+_SEGMENT_END = re.compile(r"\n\s*\n|(?<=[.!?;:])\s+|(?<=[。！？；])\s*|\n")
 _WORD_END = re.compile(r"\s+")
 
 
@@ -35,15 +35,24 @@ def _spans(
 
 def _hard_split(
     text: str, start: int, end: int, max_tokens: int, counter: TokenCounter
-) -> list[tuple[int, int]]:
-    """Split a span with no usable break (one giant word) by characters, halving until it fits."""
-    out, cur = [], start
+) -> list[tuple[int, int, int]]:
+    """Split a span with no usable break (one giant word) by characters, with token counts.
+
+    Each piece is sized from the previous one's length and the token density of a probe no
+    longer than twice that, then shrunk until it fits; only a bounded window is ever counted,
+    so a megabyte of base64 or an unbroken CJK paragraph costs linear time."""
+    out, cur, guess = [], start, max_tokens * 4
     while cur < end:
-        step = end - cur
-        while step > 1 and counter.count(text[cur : cur + step]) > max_tokens:
-            step //= 2
-        out.append((cur, cur + step))
-        cur += step
+        step = min(end - cur, 2 * guess)
+        n = counter.count(text[cur : cur + step])
+        if n > max_tokens:
+            step = max(1, step * max_tokens // n)
+            n = counter.count(text[cur : cur + step])
+            while n > max_tokens:  # a single character is at most 4 tokens
+                step = max(1, step - max(1, step // 16))
+                n = counter.count(text[cur : cur + step])
+        out.append((cur, cur + step, n))
+        cur, guess = cur + step, step
     return out
 
 
@@ -57,10 +66,10 @@ def _segments(text: str, max_tokens: int, counter: TokenCounter) -> list[tuple[i
             continue
         for ws, we in _spans(text, _WORD_END, s, e):
             wn = counter.count(text[ws:we])
-            pieces = (
-                [(ws, we)] if wn <= max_tokens else _hard_split(text, ws, we, max_tokens, counter)
-            )
-            out.extend((a, b, counter.count(text[a:b])) for a, b in pieces)
+            if wn <= max_tokens:
+                out.append((ws, we, wn))
+            else:
+                out.extend(_hard_split(text, ws, we, max_tokens, counter))
     return out
 
 

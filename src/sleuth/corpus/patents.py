@@ -27,6 +27,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 from sleuth.corpus.models import Document
+from sleuth.corpus.readers import ReadOptions, folder_files
 from sleuth.errors import InputError
 
 CSV_COLUMNS = ("patent_number", "patent_date", "patent_title", "patent_abstract")
@@ -34,12 +35,17 @@ _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _ROOTS = {"us-patent-grant", "us-patent-application"}
 
 
-def read_patents(path: str | Path, include_description: bool = False) -> Iterator[Document]:
+def read_patents(
+    path: str | Path, include_description: bool = False, options: ReadOptions | None = None
+) -> Iterator[Document]:
     """Every patent under ``path``: a ``.csv`` file, an ``.xml`` file, or a folder of them."""
     path = Path(path)
     if not path.exists():
         raise InputError("no such file or folder", source=str(path))
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if _is_patent_file(p))
+    if path.is_file():
+        files = [path]
+    else:
+        files = [p for p in folder_files(path, options or ReadOptions()) if _is_patent_file(p)]
     for file in files:
         if file.suffix.lower() == ".csv":
             yield from read_patents_csv(file)

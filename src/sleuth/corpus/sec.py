@@ -25,6 +25,7 @@ from pathlib import Path
 
 from sleuth.corpus.html import html_to_text
 from sleuth.corpus.models import Document
+from sleuth.corpus.readers import ReadOptions, folder_files
 from sleuth.errors import InputError
 
 SEC_SUFFIXES = {".html", ".htm", ".md", ".markdown", ".txt"}
@@ -58,12 +59,15 @@ _TRAILING_CELLS = re.compile(r"(?:\|\s*)+\|$")
 _RULE_ROW = re.compile(r"^\|(?:\s*:?-+:?\s*\|)+\s*$")
 
 
-def read_sec(path: str | Path) -> Iterator[Document]:
+def read_sec(path: str | Path, options: ReadOptions | None = None) -> Iterator[Document]:
     """Every filing under ``path`` (a file or a folder of ``.html``/``.htm``/``.md`` files)."""
     path = Path(path)
     if not path.exists():
         raise InputError("no such file or folder", source=str(path))
-    files = [path] if path.is_file() else sorted(p for p in path.rglob("*") if _is_filing(p))
+    if path.is_file():
+        files = [path]
+    else:
+        files = [p for p in folder_files(path, options or ReadOptions()) if _is_filing(p)]
     for file in files:
         yield read_sec_filing(file)
 
