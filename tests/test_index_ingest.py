@@ -17,6 +17,7 @@ from sleuth.corpus.models import Document
 from sleuth.embed import HashEmbedder
 from sleuth.errors import IndexIncompleteError, InputError
 from sleuth.index import Index
+from sleuth.index.store import IndexManifest
 from sleuth.tools.toolbox import Toolbox
 
 
@@ -53,7 +54,7 @@ def test_interrupted_ingest_is_detected_then_resumed(tmp_path):
         Index.open(tmp_path / "ix")
     resumed = Index.create(tmp_path / "ix", embedder="hash:64", chunk_tokens=64)
     stats = resumed.ingest(docs, batch_size=8)
-    assert stats["resumed_chunks"] == partial  # nothing embedded twice
+    assert stats.resumed_chunks == partial  # nothing embedded twice
     fresh = Index.create(tmp_path / "ref", embedder="hash:64", chunk_tokens=64)
     fresh.ingest(docs)
     done = Index.open(tmp_path / "ix")
@@ -74,7 +75,7 @@ def test_interrupted_ingest_of_other_inputs_must_be_resumed_or_repaired(tmp_path
     with pytest.raises(IndexIncompleteError, match="other inputs"):
         again.ingest(_docs(3))
     stats = again.repair()
-    assert stats["rolled_back_documents"] == 20
+    assert stats.rolled_back_documents == 20
     reopened = Index.open(tmp_path / "ix")
     assert set(reopened.documents) == {d.id for d in _docs(5)}
     assert reopened.collection.count() == len(reopened.lexical.rows)
@@ -102,7 +103,7 @@ def test_reingesting_a_changed_document_replaces_its_chunks(tmp_path):
 
 
 def test_settings_mismatch_and_non_index_folder(tmp_path):
-    Index.create(tmp_path / "ix", embedder="hash:64")
+    Index.create(tmp_path / "ix", embedder="hash:64").ingest(_docs(2))
     with pytest.raises(InputError, match="embedder"):
         Index.create(tmp_path / "ix", embedder="minilm")
     (tmp_path / "other").mkdir()
@@ -139,7 +140,7 @@ def test_sigkill_during_cli_ingest_then_resume(tmp_path):
     manifest = ix / "sleuth-index.json"
     while time.time() < deadline:
         state = json.loads(manifest.read_text() or "{}") if manifest.exists() else {}
-        if state.get("state") == "ingesting" and Index(ix, state).collection.count() > 20:
+        if state.get("state") == "ingesting" and Index(ix, IndexManifest.model_validate(state)).collection.count() > 20:
             break
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)

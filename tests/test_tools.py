@@ -152,7 +152,7 @@ def test_chunk_hits_json_shape(toolbox):
 def test_backend_and_native_hybrid_detection(minilm_index):
     """Embedded and single-node Chroma have no server-side BM25: detected, not assumed."""
     assert minilm_index.native_hybrid is False
-    remote = minilm_index.manifest.get("chroma_url")
+    remote = minilm_index.manifest.chroma_url
     assert type(minilm_index.client).__name__ in (
         {"Client"} if not remote else {"Client", "HttpClient"}
     )

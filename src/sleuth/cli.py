@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -61,6 +62,12 @@ IndexOpt = Annotated[Path, typer.Option("--index", "-i", help="Index folder.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
+def _at_least(value: float | None, minimum: float, option: str) -> None:
+    """Refuse a numeric option below ``minimum`` (None means unset); NaN is refused too."""
+    if value is not None and not value >= minimum:
+        raise InputError(f"{option} must be at least {minimum}, got {value}")
+
+
 @app.command()
 @cli_errors
 def ingest(
@@ -77,6 +84,9 @@ def ingest(
         str | None, typer.Option(help="Use a Chroma server (http://host:port).")
     ] = None,
     batch_size: Annotated[int, typer.Option(help="Chunks embedded per batch.")] = 128,
+    collection: Annotated[
+        str | None, typer.Option(help="Chroma collection name (default: unique to the index).")
+    ] = None,
     repair: Annotated[bool, typer.Option(help="Roll back an interrupted ingest instead.")] = False,
     fmt: Annotated[
         str, typer.Option("--format", help="auto | sec (EDGAR filings) | patents (CSV/XML)")
@@ -96,11 +106,11 @@ def ingest(
     """Read, chunk, embed and index documents (resumable: rerun the same command after a crash)."""
     from sleuth.corpus.readers import ArchiveLimits, ReadOptions, read_documents
     from sleuth.index import Index
+    from sleuth.index.store import check_ingest_inputs
 
     options = ReadOptions(follow_links, ArchiveLimits.parse(archive_limits or ""))
-    docs = (
-        [] if repair else read_documents(paths, fmt, options)
-    )  # read everything first: bad input writes nothing
+    docs = [] if repair else read_documents(paths, fmt, options)
+    check_ingest_inputs(docs, batch_size, chroma_url=chroma_url)  # bad input writes nothing
     for line in options.skipped:
         console.print(f"skipped {line}", markup=False, highlight=False)
     idx = Index.create(
@@ -109,6 +119,7 @@ def ingest(
         chunk_tokens=chunk_tokens,
         overlap_tokens=overlap_tokens,
         chroma_url=chroma_url,
+        collection=collection,
     )
     if repair:
         stats = idx.repair()
@@ -121,10 +132,10 @@ def ingest(
 
             stats = idx.ingest(docs, batch_size=batch_size, progress=report)
     if as_json:
-        print(json.dumps(stats))
+        print(stats.model_dump_json())
     else:
         console.print(
-            f"indexed {stats['index_documents']} documents / {stats['index_chunks']} chunks in {index}"
+            f"indexed {stats.index_documents} documents / {stats.index_chunks} chunks in {index}"
         )
 
 
@@ -277,7 +288,17 @@ def run(
     from dataclasses import replace
 
     from sleuth.harness import BudgetConfig, HarnessConfig, run_query
+    from sleuth.io import check_file_target
 
+    _at_least(max_reply_tokens, 1, "--max-reply-tokens")
+    _at_least(budget, 1, "--budget")
+    _at_least(max_turns, 1, "--max-turns")
+    if trajectory is not None:
+        check_file_target(trajectory, "--trajectory")
+    if model and not base_url and not Path(model).exists():
+        raise InputError(
+            f"--model {model}: no such local model file or folder (or give --base-url)"
+        )
     tools = _toolbox(index, reranker)
     chosen = make_policy(policy, model, base_url, api_key, fmt, adapter)
     if policy and not (model or base_url) and policy != "local":
@@ -318,6 +339,9 @@ def score(
     """Every metric and every reward term of one trajectory."""
     from sleuth.eval import score_files
 
+    for path, option in ((task, "--task"), (trajectory, "--trajectory")):
+        if path.is_dir():
+            raise InputError(f"{option} is a folder; give a JSONL file", source=str(path))
     result = score_files(task, trajectory, beta=beta, task_id=task_id)
     if as_json:
         print(json.dumps(result))
@@ -356,8 +380,13 @@ def eval_cmd(
 ) -> None:
     """Run a task set (resumable, concurrent); write per-query JSONL, summary, plots, HTML."""
     from sleuth.eval import run_eval
+    from sleuth.io import check_folder_target
     from sleuth.tasks import load_tasks
 
+    _at_least(limit, 0, "--limit")
+    _at_least(budget, 1, "--budget")
+    _at_least(max_turns, 1, "--max-turns")
+    check_folder_target(out, "--out")
     task_list = load_tasks(tasks)[:limit]
     config = _harness_config(
         budget, max_turns, local=policy == "local" or (model and not base_url), fmt=fmt
@@ -434,6 +463,8 @@ def serve_mcp(
     """Serve the four tools and the whole subagent (`search`) over MCP (stdio; optional HTTP)."""
     from sleuth.serve import McpServerConfig, policy_factory_for, serve
 
+    if not 1 <= port <= 65535:
+        raise InputError(f"--port must be between 1 and 65535, got {port}")
     factory = policy_factory_for(policy, model=model, base_url=base_url, api_key=api_key)
     serve(
         index,
@@ -463,9 +494,13 @@ def datagen_offline(
     from sleuth.datagen.offline import generate_offline
     from sleuth.datagen.quality import render_markdown
     from sleuth.index import Index
-    from sleuth.io import atomic_write_text
+    from sleuth.io import atomic_write_text, check_file_target
     from sleuth.tasks import save_tasks
 
+    _at_least(n, 1, "--n")
+    check_file_target(out, "--out")
+    if report:
+        check_file_target(report, "--report")
     store = DocStore(Index.open(index))
     docs = [Document(id=d, text=store.text(d), title=store.title(d) or None) for d in store.doc_ids]
     tasks, quality = generate_offline(docs, n, seed=seed, source=index.name)
@@ -536,30 +571,36 @@ def _datagen_stage_command(stage: str):
     ) -> None:
         from sleuth.datagen.llm import CacheMissError, LLMError
         from sleuth.datagen.stages import run_named_stage, run_pipeline
+        from sleuth.io import check_file_target, check_folder_target, folder_lock
 
-        pipe = _pipeline(
-            run_dir,
-            index,
-            model,
-            base_url,
-            api_key,
-            cache,
-            mode,
-            rps,
-            domain,
-            seed,
-            hops,
-            max_turns,
-            workers,
-            not as_json,
-        )
-        try:
-            if stage == "run":
-                result = run_pipeline(pipe, n=n, out=out).model_dump()
-            else:
-                result = dict(run_named_stage(pipe, stage, n=n if stage == "explore" else None))
-        except (CacheMissError, LLMError) as e:
-            raise InputError(str(e)) from None
+        check_folder_target(run_dir, "--run")
+        if out is not None:
+            check_file_target(out, "--out")
+        with folder_lock(run_dir, "this datagen run"):
+            pipe = _pipeline(
+                run_dir,
+                index,
+                model,
+                base_url,
+                api_key,
+                cache,
+                mode,
+                rps,
+                domain,
+                seed,
+                hops,
+                max_turns,
+                workers,
+                not as_json,
+            )
+            try:
+                if stage == "run":
+                    result = run_pipeline(pipe, n=n, out=out).model_dump()
+                else:
+                    stage_n = n if stage == "explore" else None
+                    result = dict(run_named_stage(pipe, stage, n=stage_n))
+            except (CacheMissError, LLMError) as e:
+                raise InputError(str(e)) from None
         print(json.dumps(result) if as_json else json.dumps(result, indent=2))
 
     command.__doc__ = f"LLM pipeline stage: {stage} (resumable; records under --run)."
@@ -581,6 +622,8 @@ def _student(
 ):
     from sleuth.train.model import StudentConfig
 
+    if not re.fullmatch(r"cpu|mps|cuda(:\d+)?", device):
+        raise InputError(f"unknown --device {device!r}; use cpu, mps, cuda or cuda:N")
     if model is None:
         from sleuth.policies.local_hf import smollm2_gguf_path
 
@@ -697,8 +740,11 @@ def train_rl(
 ) -> None:
     """CISPO: G rollouts per query, group-normalised advantages, K substeps; resumable."""
     from sleuth.tasks import load_tasks
+    from sleuth.train.cispo import AGGREGATIONS
     from sleuth.train.rl import RLConfig, run_rl
 
+    if aggregation not in AGGREGATIONS:
+        raise InputError(f"unknown --aggregation {aggregation!r}; use {', '.join(AGGREGATIONS)}")
     _set_threads(threads)
     student = _student(model, adapter, device, False, 32, 32)
     overrides = {

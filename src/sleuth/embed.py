@@ -22,6 +22,8 @@ from typing import Protocol
 
 import numpy as np
 
+from sleuth.errors import InputError
+
 Progress = Callable[[int], None]
 
 
@@ -169,15 +171,40 @@ make_embedder.cache_clear = lambda: _make_embedder.cache_clear()  # type: ignore
 
 @cache
 def _make_embedder(spec: str) -> Embedder:
-    if spec in ("minilm", "default"):
+    kind, arg = parse_embedder_spec(spec)
+    if kind == "minilm":
         return SentenceTransformerEmbedder(minilm_path(), spec="minilm")
-    if spec == "hash" or spec.startswith("hash:"):
-        return HashEmbedder(int(spec.split(":", 1)[1]) if ":" in spec else 384)
-    if spec.startswith("st:"):
-        return SentenceTransformerEmbedder(spec[3:], spec=spec)
-    if spec.startswith("openai:") and "@" in spec:
-        model, url = spec[len("openai:") :].split("@", 1)
+    if kind == "hash":
+        return HashEmbedder(int(arg))
+    if kind == "st":
+        return SentenceTransformerEmbedder(arg, spec=spec)
+    model, url = arg.split("@", 1)
+    try:
         return OpenAIEmbedder(model, url)
-    raise ValueError(
+    except Exception as e:  # noqa: BLE001 - any failure of the probe means the endpoint is unusable
+        raise InputError(f"embeddings endpoint {url} is not usable: {_first_line(e)}") from None
+
+
+def parse_embedder_spec(spec: str) -> tuple[str, str]:
+    """(kind, argument) of a spec, checked without loading anything, so bad input fails before
+    an index is written: ``hash:0``, a missing ``st:`` folder, an ``openai:`` spec without a URL."""
+    kind, _, arg = spec.partition(":")
+    if spec in ("minilm", "default"):
+        return "minilm", ""
+    if kind == "hash":
+        if arg and not (arg.isdigit() and int(arg) >= 1):
+            raise InputError(f"embedder {spec!r}: the dimension must be a whole number >= 1")
+        return "hash", arg or "384"
+    if kind == "st" and arg:
+        if not os.path.isdir(arg):
+            raise InputError(f"embedder {spec!r}: no sentence-transformers folder at {arg}")
+        return "st", arg
+    if kind == "openai" and re.fullmatch(r"[^@]+@https?://\S+", arg):
+        return "openai", arg
+    raise InputError(
         f"unknown embedder {spec!r}; use minilm, hash[:DIM], st:PATH or openai:MODEL@BASE_URL"
     )
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).splitlines() or [type(e).__name__])[0]

@@ -27,3 +27,7 @@ class IndexIncompleteError(SleuthError, RuntimeError):
 
 class ToolError(SleuthError, RuntimeError):
     """A tool call the policy made that cannot be served (bad regex, unknown document, ...)."""
+
+
+class BusyError(SleuthError, RuntimeError):
+    """Another sleuth process holds the lock of a folder it is writing (an index, an eval run)."""

@@ -1,4 +1,5 @@
-"""Small file helpers: atomic writes and crash-safe JSONL appends of untrusted text.
+"""Small file helpers: atomic writes, crash-safe JSONL appends of untrusted text, and
+one-writer folder locks.
 
 Text from a model or a corpus may hold lone surrogates (``"\\ud800"``), which UTF-8 cannot
 encode: every writer here replaces them with U+FFFD, so writing a record never fails on its text.
@@ -6,11 +7,17 @@ encode: every writer here replaces them with U+FFFD, so writing a record never f
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from sleuth.errors import BusyError, InputError
+
+LOCK_FILE = ".sleuth.lock"
 
 
 def safe_text(text: str) -> str:
@@ -66,3 +73,57 @@ def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
             if i == len(lines) - 1 and not line.endswith("\n"):
                 return
             raise
+
+
+@contextmanager
+def folder_lock(folder: str | Path, what: str) -> Iterator[None]:
+    """Hold the one-writer lock of ``folder`` (created if missing) until the block ends.
+
+    An ``fcntl.flock`` on ``folder/.sleuth.lock``: the OS drops it when the process dies, so a
+    crash never leaves a stale lock. A second writer is refused at once (BusyError) instead of
+    mixing its writes with the first one's; ``what`` names the folder in that message.
+    """
+    folder = Path(folder)
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd = os.open(folder / LOCK_FILE, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as e:
+        raise InputError(f"cannot write {what}: {e.strerror}", source=str(folder)) from None
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            holder = os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+            raise BusyError(
+                f"{folder}: another sleuth process (pid {holder}) is writing {what}; "
+                "wait for it to finish"
+            ) from None
+        os.ftruncate(fd, 0)
+        os.pwrite(fd, f"{os.getpid()}\n".encode(), 0)
+        yield
+    finally:
+        os.close(fd)
+
+
+def check_file_target(path: str | Path, option: str) -> None:
+    """A file the command will write: refuse a folder, or a parent that is a file."""
+    path = Path(path)
+    if path.is_dir():
+        raise InputError(f"{option} is a folder; give a file path", source=str(path))
+    _check_parents(path, option)
+
+
+def check_folder_target(path: str | Path, option: str) -> None:
+    """A folder the command will write into: refuse a file, or a parent that is a file."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise InputError(f"{option} is a file; give a folder", source=str(path))
+    _check_parents(path, option)
+
+
+def _check_parents(path: Path, option: str) -> None:
+    for parent in path.absolute().parents:
+        if parent.exists():
+            if not parent.is_dir():
+                raise InputError(f"{option} is under a file ({parent})", source=str(path))
+            return

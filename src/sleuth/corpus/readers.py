@@ -137,6 +137,8 @@ def read_jsonl(path: Path) -> Iterator[Document]:
             obj = json.loads(line)
         except json.JSONDecodeError as e:
             raise InputError(f"invalid JSON: {e.msg}", source=source, record=where) from None
+        except RecursionError:
+            raise InputError("JSON nested too deeply", source=source, record=where) from None
         if not isinstance(obj, dict):
             raise InputError("expected a JSON object", source=source, record=where)
         doc_id = obj.get("id")

@@ -2,39 +2,97 @@
 
 Layout of an index folder::
 
-    sleuth-index.json   manifest: embedder, chunking, Chroma location, ingest state
+    sleuth-index.json   manifest (:class:`IndexManifest`): embedder, chunking, collection, state
     chroma/             Chroma PersistentClient data (absent when using a Chroma server)
     lexical/            chunk texts + BM25 (derived; rebuilt from Chroma when stale)
     pending.json        doc ids of an ingest in progress (for resume and repair)
+    .sleuth.lock        one writer at a time (see :func:`sleuth.io.folder_lock`)
 
 Consistency: the manifest says ``state: ingesting`` from before the first Chroma write
 until the lexical side is rebuilt, so an interrupted ingest is always detected on open.
 Re-running the same ingest resumes it (chunks already in Chroma are not embedded again);
-``repair()`` rolls it back instead.
+``repair()`` rolls it back instead. Every input is checked before the first write, and a
+document's old chunks are deleted only once its new ones are in, so a failed ingest never
+loses what was indexed. Each index has its own collection, stamped with the index's id, so two
+indexes on one Chroma server stay apart; a missing or foreign collection is refused, never
+silently recreated empty.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
+import os
+import re
+import shutil
+import tempfile
+import uuid
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 from urllib.parse import urlparse
 
 import numpy as np
+from pydantic import BaseModel, ValidationError
 
 from sleuth.corpus.chunking import chunk_document
 from sleuth.corpus.models import Chunk, Document
-from sleuth.embed import Embedder, make_embedder
+from sleuth.embed import Embedder, make_embedder, parse_embedder_spec
 from sleuth.errors import IndexIncompleteError, InputError
 from sleuth.index.lexical import LEXICAL_FORMAT, ChunkRow, LexicalIndex
-from sleuth.io import atomic_write_text
+from sleuth.io import atomic_write_text, folder_lock
 
 MANIFEST = "sleuth-index.json"
 SCHEMA_VERSION = 1
-COLLECTION = "sleuth_chunks"
+LEGACY_COLLECTION = "sleuth_chunks"
+"""The collection every index used before each got its own; old manifests still name it."""
+ID_KEY = "sleuth_index_id"
+"""Collection metadata key holding the id of the index that made it."""
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
+_COLLECTION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{1,510}[A-Za-z0-9]")
+_PAGE = 5000
+
+
+class IndexManifest(BaseModel):
+    """``sleuth-index.json``. Fields added after schema 1 have defaults, so older manifests load."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    embedder: str
+    chunk_tokens: int
+    overlap_tokens: int
+    chroma_url: str | None = None
+    collection: str = LEGACY_COLLECTION
+    index_id: str | None = None
+    """Also stamped on the collection; None for indexes made before collections were stamped."""
+    dim: int | None = None
+    """Vector dimension of the embedder; None for older indexes (read from a stored vector)."""
+    native_hybrid: bool | None = None
+    state: Literal["ready", "ingesting"]
+    generation: int
+    documents: int
+    chunks: int
+    pending: str | None = None
+
+
+class IngestResult(BaseModel):
+    """What one ingest (or repair) did, and the index's size after it."""
+
+    schema_version: Literal[1] = 1
+    documents: int
+    chunks: int
+    resumed_chunks: int
+    """Chunks already in the index with the same content, so not embedded again."""
+    index_documents: int
+    index_chunks: int
+    rolled_back_documents: int = 0
+
+
+def _chunk_sha(chunk: Chunk) -> str:
+    """What a stored chunk must match to be kept as is (text and metadata)."""
+    payload = json.dumps([chunk.text, chunk.metadata], sort_keys=True, ensure_ascii=False)
+    return hashlib.sha1(payload.encode()).hexdigest()
 
 
 def _fingerprint(docs: Sequence[Document], settings: dict) -> str:
@@ -49,44 +107,92 @@ def _chroma_client(path: Path, chroma_url: str | None):
     from chromadb.config import Settings
 
     settings = Settings(anonymized_telemetry=False, allow_reset=False)
+    try:
+        if chroma_url:
+            return chromadb.HttpClient(**_http_args(chroma_url), settings=settings)
+        return chromadb.PersistentClient(path=str(path), settings=settings)
+    except Exception as e:  # noqa: BLE001 - chromadb raises many types for an unusable store
+        where = chroma_url or str(path)
+        raise InputError(f"cannot open Chroma data: {_first_line(e)}", source=where) from None
+
+
+def _no_write_client(chroma_url: str | None):
+    import chromadb
+    from chromadb.config import Settings
+
+    settings = Settings(anonymized_telemetry=False, allow_reset=False)
     if chroma_url:
-        u = urlparse(chroma_url)
-        return chromadb.HttpClient(
-            host=u.hostname or "127.0.0.1",
-            port=u.port or 8000,
-            ssl=u.scheme == "https",
-            settings=settings,
-        )
-    return chromadb.PersistentClient(path=str(path / "chroma"), settings=settings)
+        return chromadb.HttpClient(**_http_args(chroma_url), settings=settings)
+    return chromadb.EphemeralClient(settings=settings)
+
+
+def _http_args(chroma_url: str) -> dict[str, Any]:
+    u = urlparse(chroma_url)
+    return {"host": u.hostname or "127.0.0.1", "port": u.port or 8000, "ssl": u.scheme == "https"}
+
+
+def _first_line(e: BaseException) -> str:
+    return (str(e).splitlines() or [type(e).__name__])[0]
+
+
+def _read_only_copy(chroma_dir: Path) -> Path:
+    """Chroma's embedded client writes its SQLite file on open, so a read-only index is opened
+    from a temporary copy of that file, the (large, read-only) segment folders linked in."""
+    tmp = Path(tempfile.mkdtemp(prefix="sleuth-ro-"))
+    for p in chroma_dir.iterdir():
+        if p.is_dir():
+            os.symlink(p.resolve(), tmp / p.name)
+        else:
+            shutil.copyfile(p, tmp / p.name)
+    return tmp
 
 
 class Index:
     """A searchable corpus. Open an existing one with :meth:`open`, build with :meth:`create`."""
 
-    def __init__(self, path: Path, manifest: dict, embedder: Embedder | None = None):
+    def __init__(self, path: Path, manifest: IndexManifest, embedder: Embedder | None = None):
         self.path = path
         self.manifest = manifest
         self._embedder = embedder
-        self.client = _chroma_client(path, manifest.get("chroma_url"))
-        self.collection, self.native_hybrid = self._open_collection(manifest)
+        self.client = _chroma_client(self._chroma_path(), manifest.chroma_url)
+        self.collection = self._get_collection()
+        self.native_hybrid = bool(manifest.native_hybrid)
         self._lexical: LexicalIndex | None = None
 
-    def _open_collection(self, manifest: dict):
-        """Open the chunk collection; on a Chroma server, first try one with a server-side BM25
-        sparse index (distributed Chroma / Chroma Cloud). Single-node and embedded Chroma refuse
-        sparse indexes, which we detect instead of assume, falling back to the local bm25s side."""
-        name = manifest.get("collection", COLLECTION)
-        config = {"hnsw": {"space": "cosine"}}
-        if manifest.get("chroma_url") and manifest.get("native_hybrid", True):
-            try:
-                return self.client.get_or_create_collection(
-                    name, schema=_sparse_schema(), embedding_function=None, configuration=config
-                ), True
-            except Exception:  # noqa: BLE001 - any refusal means "not supported here"
-                manifest["native_hybrid"] = False
-        return self.client.get_or_create_collection(
-            name, embedding_function=None, configuration=config
-        ), False
+    def _chroma_path(self) -> Path:
+        chroma = self.path / "chroma"
+        if self.manifest.chroma_url:
+            return chroma
+        if not chroma.is_dir():
+            raise InputError(
+                "damaged index: its chroma/ folder is missing; rebuild it with `sleuth ingest`",
+                source=str(self.path),
+            )
+        if os.access(chroma, os.W_OK) and os.access(chroma / "chroma.sqlite3", os.W_OK):
+            return chroma
+        copy = _read_only_copy(chroma)
+        weakref.finalize(self, shutil.rmtree, copy, True)
+        return copy
+
+    def _get_collection(self):
+        """The collection this index wrote: it must exist and carry this index's id."""
+        name = self.manifest.collection
+        try:
+            collection = self.client.get_collection(name, embedding_function=None)
+        except Exception as e:  # noqa: BLE001 - NotFoundError, or an unreadable store
+            raise InputError(
+                f"damaged index: cannot open its Chroma collection {name!r} "
+                f"({_first_line(e)}); rebuild it with `sleuth ingest`",
+                source=str(self.path),
+            ) from None
+        owner = (collection.metadata or {}).get(ID_KEY)
+        if self.manifest.index_id is not None and owner != self.manifest.index_id:
+            raise InputError(
+                f"Chroma collection {name!r} belongs to another index (id {owner}), not this "
+                f"one ({self.manifest.index_id})",
+                source=str(self.path),
+            )
+        return collection
 
     # -- opening -----------------------------------------------------------------------
     @classmethod
@@ -97,65 +203,111 @@ class Index:
         chunk_tokens: int = 512,
         overlap_tokens: int = 48,
         chroma_url: str | None = None,
-        collection: str = COLLECTION,
+        collection: str | None = None,
     ) -> Index:
-        """Open ``path`` for ingest, creating the manifest if it does not exist yet."""
+        """Open ``path`` for ingest, creating the index if it does not exist yet.
+
+        Every setting is checked (and the embedder built) before anything is written. An index
+        that never received a chunk takes the new settings, so a failed first ingest does not
+        block the corrected one. ``collection`` defaults to a name unique to this index.
+        """
         path = Path(path)
-        manifest_path = path / MANIFEST
-        if manifest_path.exists():
-            index = cls(path, _read_manifest(path))
-            index._check_settings(embedder, chunk_tokens, overlap_tokens)
-            return index
-        if path.exists() and any(path.iterdir()):
+        _check_new_settings(embedder, chunk_tokens, overlap_tokens, collection)
+        _check_index_folder(path)
+        if (path / MANIFEST).exists():
+            return cls._reopen_for_ingest(path, embedder, chunk_tokens, overlap_tokens)
+        if path.exists() and any(p.name != ".sleuth.lock" for p in path.iterdir()):
             raise InputError("folder exists and is not a sleuth index", source=str(path))
-        manifest = {
-            "schema_version": SCHEMA_VERSION,
-            "embedder": embedder,
-            "chunk_tokens": chunk_tokens,
-            "overlap_tokens": overlap_tokens,
-            "chroma_url": chroma_url,
-            "collection": collection,
-            "state": "ready",
-            "generation": 0,
-            "documents": 0,
-            "chunks": 0,
-        }
-        path.mkdir(parents=True, exist_ok=True)
-        atomic_write_text(manifest_path, json.dumps(manifest, indent=2))
-        return cls(path, manifest)
+        built = make_embedder(embedder)
+        index_id = uuid.uuid4().hex
+        manifest = IndexManifest(
+            embedder=embedder,
+            chunk_tokens=chunk_tokens,
+            overlap_tokens=overlap_tokens,
+            chroma_url=chroma_url,
+            collection=collection or f"sleuth-{index_id}",
+            index_id=index_id,
+            dim=built.dim,
+            state="ready",
+            generation=0,
+            documents=0,
+            chunks=0,
+        )
+        existed = path.exists()
+        try:
+            with folder_lock(path, "this index"):
+                if (path / MANIFEST).exists():  # another process created it meanwhile
+                    return cls._reopen_for_ingest(path, embedder, chunk_tokens, overlap_tokens)
+                manifest.native_hybrid = _create_collection(path, manifest)
+                atomic_write_text(path / MANIFEST, manifest.model_dump_json(indent=2))
+        except BaseException:
+            if not existed and not (path / MANIFEST).exists():
+                shutil.rmtree(path, ignore_errors=True)  # a failed create leaves no folder
+            raise
+        return cls(path, manifest, built)
+
+    @classmethod
+    def _reopen_for_ingest(
+        cls, path: Path, embedder: str, chunk_tokens: int, overlap_tokens: int
+    ) -> Index:
+        if not os.access(path, os.W_OK):
+            raise InputError("cannot write this index: the folder is read-only", source=str(path))
+        index = cls(path, _read_manifest(path))
+        wanted = {"embedder": embedder, "chunk_tokens": chunk_tokens}
+        wanted["overlap_tokens"] = overlap_tokens
+        if index.manifest.generation == 0 and index.collection.count() == 0:
+            index.manifest = index.manifest.model_copy(
+                update=wanted | {"dim": None, "state": "ready", "pending": None}
+            )
+            return index  # never filled: the settings are still free (written by ingest)
+        for key, value in wanted.items():
+            if getattr(index.manifest, key) != value:
+                raise InputError(
+                    f"index was built with {key}={getattr(index.manifest, key)!r}, not {value!r}",
+                    source=str(path),
+                )
+        return index
 
     @classmethod
     def open(cls, path: str | Path, embedder: Embedder | None = None) -> Index:
-        """Open a finished index for search; an interrupted ingest raises IndexIncompleteError."""
+        """Open a finished index for search; an interrupted ingest raises IndexIncompleteError,
+        a damaged one (Chroma data missing or not matching the manifest) InputError."""
         path = Path(path)
         manifest = _read_manifest(path)
-        if manifest["state"] != "ready":
+        if manifest.state != "ready":
             raise IndexIncompleteError(
                 f"{path}: the last ingest was interrupted; run the same `sleuth ingest` again to "
                 "resume it, or `sleuth ingest --repair` to roll it back"
             )
         index = cls(path, manifest, embedder)
+        if index.collection.count() != manifest.chunks:
+            raise InputError(
+                f"damaged index: Chroma holds {index.collection.count()} chunks, the manifest "
+                f"{manifest.chunks}; rebuild it with `sleuth ingest`",
+                source=str(path),
+            )
         index.lexical  # noqa: B018 - load or repair the lexical side now, not on first query
         return index
-
-    def _check_settings(self, embedder: str, chunk_tokens: int, overlap_tokens: int) -> None:
-        m = self.manifest
-        wanted = {
-            "embedder": embedder,
-            "chunk_tokens": chunk_tokens,
-            "overlap_tokens": overlap_tokens,
-        }
-        for key, value in wanted.items():
-            if m[key] != value:
-                raise InputError(
-                    f"index was built with {key}={m[key]!r}, not {value!r}", source=str(self.path)
-                )
 
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            self._embedder = make_embedder(self.manifest["embedder"])
+            self._embedder = make_embedder(self.manifest.embedder)
+        self._check_dim(self._embedder)
         return self._embedder
+
+    def _check_dim(self, embedder: Embedder) -> None:
+        """Vectors of another dimension than the stored ones would fail deep inside Chroma."""
+        expected = self.manifest.dim
+        if expected is None and self.collection.count():
+            got = self.collection.get(limit=1, include=["embeddings"])["embeddings"]
+            expected = len(got[0])
+        if expected is not None and embedder.dim != expected:
+            raise InputError(
+                f"index vectors have {expected} dimensions but embedder {embedder.spec!r} makes "
+                f"{embedder.dim}; search with the embedder the index was built with",
+                source=str(self.path),
+            )
 
     @property
     def lexical(self) -> LexicalIndex:
@@ -170,16 +322,18 @@ class Index:
 
     def _stamp(self) -> dict:
         return {
-            "generation": self.manifest["generation"],
+            "generation": self.manifest.generation,
             "chunks": self.collection.count(),
             "format": LEXICAL_FORMAT,
         }
 
     def _rebuild_lexical(self, stamp: dict) -> LexicalIndex:
         rows: list[ChunkRow] = []
-        total, offset, page = self.collection.count(), 0, 5000
+        total, offset = self.collection.count(), 0
         while offset < total:
-            got = self.collection.get(include=["documents", "metadatas"], limit=page, offset=offset)
+            got = self.collection.get(
+                include=["documents", "metadatas"], limit=_PAGE, offset=offset
+            )
             for cid, text, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
                 rows.append(
                     ChunkRow(
@@ -191,43 +345,65 @@ class Index:
                         str(meta.get("title") or ""),
                     )
                 )
-            offset += page
+            offset += _PAGE
         lexical = LexicalIndex.build(rows, stamp)
-        lexical.save(self.path / "lexical")
+        with contextlib.suppress(OSError):  # a read-only index keeps it in memory only
+            lexical.save(self.path / "lexical")
         return lexical
 
     # -- ingest ------------------------------------------------------------------------
     def ingest(
         self, docs: Sequence[Document], batch_size: int = 128, progress: Progress | None = None
-    ) -> dict:
-        """Chunk, embed and add ``docs``; resumable if interrupted. Returns counts."""
-        m = self.manifest
-        settings = {k: m[k] for k in ("embedder", "chunk_tokens", "overlap_tokens")}
-        fp = _fingerprint(docs, settings)
-        resuming = m["state"] == "ingesting" and m.get("pending") == fp
-        if m["state"] == "ingesting" and not resuming:
-            raise IndexIncompleteError(
-                f"{self.path}: an interrupted ingest of other inputs is pending; rerun it with the "
-                "same inputs to resume, or use --repair to roll it back"
-            )
-        chunks = [
-            c for d in docs for c in chunk_document(d, m["chunk_tokens"], m["overlap_tokens"])
-        ]
-        atomic_write_text(self.path / "pending.json", json.dumps([d.id for d in docs]))
-        self._write_manifest(state="ingesting", pending=fp)
-        if not resuming:
-            self._delete_docs([d.id for d in docs])
-        todo = self._missing(chunks) if resuming else chunks
-        self._add(todo, batch_size, progress, total=len(chunks), done=len(chunks) - len(todo))
-        return self._finish(len(docs), len(chunks), skipped=len(chunks) - len(todo))
+    ) -> IngestResult:
+        """Chunk, embed and add ``docs``, replacing earlier versions; resumable if interrupted.
 
-    def _missing(self, chunks: list[Chunk]) -> list[Chunk]:
-        present: set[str] = set()
-        for i in range(0, len(chunks), 5000):
-            present.update(
-                self.collection.get(ids=[c.id for c in chunks[i : i + 5000]], include=[])["ids"]
+        Raises:
+            InputError: a bad batch size, document or embedder; checked before any write.
+            BusyError: another process is writing this index.
+            IndexIncompleteError: an interrupted ingest of other inputs is pending.
+        """
+        with folder_lock(self.path, "this index"):
+            m = self.manifest
+            settings = {"embedder": m.embedder, "chunk_tokens": m.chunk_tokens}
+            settings["overlap_tokens"] = m.overlap_tokens
+            fp = _fingerprint(docs, settings)
+            if m.state == "ingesting" and m.pending != fp:
+                raise IndexIncompleteError(
+                    f"{self.path}: an interrupted ingest of other inputs is pending; rerun it "
+                    "with the same inputs to resume, or use --repair to roll it back"
+                )
+            chunks = self._checked_chunks(docs, batch_size)
+            dim = self.embedder.dim
+            atomic_write_text(self.path / "pending.json", json.dumps([d.id for d in docs]))
+            self._write_manifest(state="ingesting", pending=fp, dim=dim)
+            todo = self._changed(chunks)
+            self._add(todo, batch_size, progress, total=len(chunks), done=len(chunks) - len(todo))
+            self._delete_stale([d.id for d in docs], {c.id for c in chunks})
+            return self._finish(len(docs), len(chunks), skipped=len(chunks) - len(todo))
+
+    def _checked_chunks(self, docs: Sequence[Document], batch_size: int) -> list[Chunk]:
+        """The chunks to store, after every check Chroma would otherwise fail mid-ingest."""
+        check_ingest_inputs(docs, batch_size, self.client.get_max_batch_size())
+        m = self.manifest
+        chunks = [c for d in docs for c in chunk_document(d, m.chunk_tokens, m.overlap_tokens)]
+        for c in chunks:
+            c.metadata = {**c.metadata, "doc_id": c.doc_id, "idx": c.idx, "tokens": c.tokens}
+        return chunks
+
+    def _changed(self, chunks: list[Chunk]) -> list[Chunk]:
+        """Chunks not already stored with the same content (a resumed or repeated ingest)."""
+        stored: dict[str, str | None] = {}
+        for i in range(0, len(chunks), _PAGE):
+            got = self.collection.get(
+                ids=[c.id for c in chunks[i : i + _PAGE]], include=["metadatas"]
             )
-        return [c for c in chunks if c.id not in present]
+            stored.update(
+                {
+                    cid: (meta or {}).get("sha")
+                    for cid, meta in zip(got["ids"], got["metadatas"], strict=True)
+                }
+            )
+        return [c for c in chunks if stored.get(c.id, "") != _chunk_sha(c)]
 
     def _add(
         self, chunks: list[Chunk], batch_size: int, progress: Progress | None, total: int, done: int
@@ -238,26 +414,30 @@ class Index:
             batch = chunks[i : i + batch_size]
             texts = [_search_text(c) for c in batch]
             vectors = self.embedder.embed_documents(texts, batch_size=batch_size)
-            self.collection.add(
+            self.collection.upsert(
                 ids=[c.id for c in batch],
                 embeddings=vectors,
                 documents=[c.text for c in batch],
-                metadatas=[
-                    {**c.metadata, "doc_id": c.doc_id, "idx": c.idx, "tokens": c.tokens}
-                    for c in batch
-                ],
+                metadatas=[{**c.metadata, "sha": _chunk_sha(c)} for c in batch],
             )
             done += len(batch)
             if progress:
                 progress("embedding", done, total)
 
-    def _delete_docs(self, doc_ids: list[str]) -> None:
+    def _delete_stale(self, doc_ids: list[str], keep: set[str]) -> None:
+        """Drop the chunks of ``doc_ids`` that the new versions did not overwrite."""
         for i in range(0, len(doc_ids), 500):
-            self.collection.delete(where={"doc_id": {"$in": doc_ids[i : i + 500]}})
+            got = self.collection.get(where={"doc_id": {"$in": doc_ids[i : i + 500]}}, include=[])
+            stale = [cid for cid in got["ids"] if cid not in keep]
+            for j in range(0, len(stale), _PAGE):
+                self.collection.delete(ids=stale[j : j + _PAGE])
 
-    def _finish(self, n_docs: int, n_chunks: int, skipped: int) -> dict:
-        generation = self.manifest["generation"] + 1
-        self.manifest["generation"] = generation
+    def _delete_docs(self, doc_ids: list[str]) -> None:
+        self._delete_stale(doc_ids, set())
+
+    def _finish(self, n_docs: int, n_chunks: int, skipped: int) -> IngestResult:
+        generation = self.manifest.generation + 1
+        self.manifest.generation = generation
         self._lexical = self._rebuild_lexical(self._stamp())
         docs_total = len(self._lexical.rows_of_doc)
         self._write_manifest(
@@ -268,24 +448,28 @@ class Index:
             generation=generation,
         )
         (self.path / "pending.json").unlink(missing_ok=True)
-        return {
-            "documents": n_docs,
-            "chunks": n_chunks,
-            "resumed_chunks": skipped,
-            "index_documents": docs_total,
-            "index_chunks": len(self._lexical.rows),
-        }
+        return IngestResult(
+            documents=n_docs,
+            chunks=n_chunks,
+            resumed_chunks=skipped,
+            index_documents=docs_total,
+            index_chunks=len(self._lexical.rows),
+        )
 
-    def repair(self) -> dict:
-        """Roll back an interrupted ingest: drop the chunks of its documents, mark ready."""
-        pending = self.path / "pending.json"
-        doc_ids = json.loads(pending.read_text()) if pending.exists() else []
-        self._delete_docs(doc_ids)
-        return self._finish(0, 0, 0) | {"rolled_back_documents": len(doc_ids)}
+    def repair(self) -> IngestResult:
+        """Roll back an interrupted ingest: drop the chunks of its documents, mark ready.
+        Refused (BusyError) while another process is still ingesting."""
+        with folder_lock(self.path, "this index"):
+            pending = self.path / "pending.json"
+            doc_ids = json.loads(pending.read_text()) if pending.exists() else []
+            self._delete_docs(doc_ids)
+            result = self._finish(0, 0, 0)
+            result.rolled_back_documents = len(doc_ids)
+            return result
 
     def _write_manifest(self, **changes: Any) -> None:
-        self.manifest.update(changes)
-        atomic_write_text(self.path / MANIFEST, json.dumps(self.manifest, indent=2))
+        self.manifest = self.manifest.model_copy(update=changes)
+        atomic_write_text(self.path / MANIFEST, self.manifest.model_dump_json(indent=2))
 
     # -- retrieval primitives ----------------------------------------------------------
     def dense_search(
@@ -381,19 +565,105 @@ def native_hybrid_search(
     ]
 
 
-def _read_manifest(path: Path) -> dict:
+def check_ingest_inputs(
+    docs: Sequence[Document],
+    batch_size: int,
+    max_batch: int | None = None,
+    chroma_url: str | None = None,
+) -> None:
+    """Refuse what Chroma would reject mid-ingest: a batch size outside 1..``max_batch``, a
+    repeated document id, an empty metadata key. Without ``max_batch``, asks a Chroma client
+    that writes nothing (in-memory, or the server at ``chroma_url``), so it can run before an
+    index is created."""
+    if max_batch is None:
+        max_batch = _no_write_client(chroma_url).get_max_batch_size()
+    if not 1 <= batch_size <= max_batch:
+        raise InputError(f"batch size {batch_size} must be between 1 and {max_batch} (Chroma's)")
+    seen: set[str] = set()
+    for d in docs:
+        if d.id in seen:
+            raise InputError("document id given twice", record=d.id)
+        seen.add(d.id)
+        bad = [k for k in d.metadata if not isinstance(k, str) or not k.strip()]
+        if bad:
+            raise InputError(f"metadata key {bad[0]!r} is empty", record=d.id)
+
+
+def _check_new_settings(
+    embedder: str, chunk_tokens: int, overlap_tokens: int, collection: str | None
+) -> None:
+    """Settings of an ingest, checked before anything is written."""
+    parse_embedder_spec(embedder)
+    if chunk_tokens < 8:
+        raise InputError(f"chunk tokens ({chunk_tokens}) must be at least 8")
+    if overlap_tokens < 0:
+        raise InputError(f"overlap tokens ({overlap_tokens}) must be at least 0")
+    if collection is not None and not _COLLECTION_NAME.fullmatch(collection):
+        raise InputError(
+            f"collection name {collection!r}: 3-512 letters, digits, '.', '_' or '-', "
+            "starting and ending with a letter or digit"
+        )
+
+
+def _check_index_folder(path: Path) -> None:
+    """An index path that is a file, or lies under one, cannot hold an index."""
+    for p in (path, *path.absolute().parents):
+        if p.exists():
+            if not p.is_dir():
+                raise InputError(f"{p} is a file, not a folder", source=str(path))
+            return
+
+
+def _create_collection(path: Path, manifest: IndexManifest) -> bool:
+    """Make the index's collection, stamped with its id; True when it has a server-side BM25
+    index (distributed Chroma / Chroma Cloud). Single-node and embedded Chroma refuse sparse
+    indexes, which we detect instead of assume, falling back to the local bm25s side."""
+    client = _chroma_client(path / "chroma", manifest.chroma_url)
+    name, meta = manifest.collection, {ID_KEY: manifest.index_id}
+    if name in {c.name for c in client.list_collections()}:
+        raise InputError(
+            f"Chroma collection {name!r} already exists (another index's?); choose another "
+            "--collection",
+            source=manifest.chroma_url or str(path),
+        )
+    config = {"hnsw": {"space": "cosine"}}
+    if manifest.chroma_url:
+        try:
+            client.create_collection(
+                name,
+                schema=_sparse_schema(),
+                embedding_function=None,
+                configuration=config,
+                metadata=meta,
+            )
+            return True
+        except Exception:  # noqa: BLE001 - any refusal means "not supported here"
+            pass
+    client.create_collection(name, embedding_function=None, configuration=config, metadata=meta)
+    return False
+
+
+def _read_manifest(path: Path) -> IndexManifest:
+    _check_index_folder(path)
     try:
-        manifest = json.loads((path / MANIFEST).read_text())
+        data = json.loads((path / MANIFEST).read_text())
     except FileNotFoundError:
         raise InputError(
             "not a sleuth index (no sleuth-index.json); build one with `sleuth ingest`",
             source=str(path),
         ) from None
-    except (OSError, ValueError) as e:
+    except (OSError, ValueError, RecursionError) as e:
         raise InputError(f"unreadable index manifest: {e}", source=str(path)) from None
-    if manifest.get("schema_version") != SCHEMA_VERSION:
+    if not isinstance(data, dict):
+        raise InputError("index manifest is not a JSON object", source=str(path))
+    if data.get("schema_version") != SCHEMA_VERSION:
         raise InputError(
-            f"index schema {manifest.get('schema_version')} is not {SCHEMA_VERSION}",
+            f"index schema {data.get('schema_version')} is not {SCHEMA_VERSION}",
             source=str(path),
         )
-    return manifest
+    try:
+        return IndexManifest.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = ".".join(str(x) for x in err["loc"])
+        raise InputError(f"index manifest: {field}: {err['msg']}", source=str(path)) from None
