@@ -3,6 +3,7 @@
 Layout of the output folder::
 
     run.json           what is being run (policy, rollouts, fusion, β); checked on resume
+    .sleuth.lock       one eval writes here at a time (a second one is refused)
     results.jsonl      one record per finished query, appended with fsync as queries finish
     trajectories/      one trajectory JSONL per rollout (or ``trajectories_dir``)
     summary.json       aggregates overall and by hop level, domain and source
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -37,7 +39,13 @@ from sleuth.eval.report import write_report
 from sleuth.harness.loop import Harness, HarnessConfig
 from sleuth.harness.policy import Policy
 from sleuth.index import Index
-from sleuth.io import append_jsonl, atomic_write_text, read_jsonl
+from sleuth.io import (
+    append_jsonl,
+    atomic_write_text,
+    check_folder_target,
+    folder_lock,
+    read_jsonl,
+)
 from sleuth.tasks.schema import Task, load_tasks
 from sleuth.tools.base import Tools
 from sleuth.tools.toolbox import Toolbox
@@ -104,9 +112,11 @@ def run_eval(
 
     Raises:
         InputError: bad settings, or ``out_dir`` holds a run with other settings.
+        BusyError: another process is writing ``out_dir``.
     """
-    _check_settings(tasks, concurrency, rollouts, fuse)
+    _check_settings(tasks, concurrency, rollouts, fuse, beta, rrf_k)
     out = Path(out_dir)
+    check_folder_target(out, "--out")
     if label is None:
         label = policy if isinstance(policy, str) else getattr(policy, "__name__", "custom")
     run = {"schema_version": RECORD_SCHEMA_VERSION, "policy": label, "rollouts": rollouts}
@@ -121,14 +131,15 @@ def run_eval(
         beta=beta,
         rrf_k=rrf_k,
     )
-    _claim(out, run)
-    finished = load_results(out / RESULTS)
-    todo = [t for t in tasks if _needs_run(finished.get(t.id), retry_failed)]
-    _run_all(job, todo, finished, concurrency, progress, total=len(tasks))
-    records = [finished[t.id] for t in tasks if t.id in finished]
-    summary = summarize(records, run)
-    atomic_write_text(out / SUMMARY, json.dumps(summary, indent=2))
-    write_report(out, summary, records)
+    with folder_lock(out, "this eval run"):  # a second eval into it would mix the records
+        _claim(out, run)
+        finished = load_results(out / RESULTS)
+        todo = [t for t in tasks if _needs_run(finished.get(t.id), retry_failed)]
+        _run_all(job, todo, finished, concurrency, progress, total=len(tasks))
+        records = [finished[t.id] for t in tasks if t.id in finished]
+        summary = summarize(records, run)
+        atomic_write_text(out / SUMMARY, json.dumps(summary, indent=2))
+        write_report(out, summary, records)
     return summary
 
 
@@ -217,7 +228,14 @@ def _factory(policy: str | PolicyFactory) -> PolicyFactory:
     return lambda: make_policy(policy)
 
 
-def _check_settings(tasks: Sequence[Task], concurrency: int, rollouts: int, fuse: str) -> None:
+def _check_settings(
+    tasks: Sequence[Task], concurrency: int, rollouts: int, fuse: str, beta: float, rrf_k: int
+) -> None:
+    """Checked before ``run.json`` is written: a stored NaN β would never match on resume."""
+    if not (math.isfinite(beta) and beta > 0):
+        raise InputError(f"beta ({beta}) must be a positive number")
+    if rrf_k < 1:
+        raise InputError(f"rrf_k ({rrf_k}) must be at least 1")
     if concurrency < 1:
         raise InputError(f"concurrency ({concurrency}) must be at least 1")
     if rollouts < 1:
