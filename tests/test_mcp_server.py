@@ -8,6 +8,7 @@ so the subprocess and its imports are paid once.
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import subprocess
 import sys
@@ -16,6 +17,8 @@ from pathlib import Path
 from typing import Any
 
 import anyio
+import httpx
+import httpx2
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
@@ -26,6 +29,7 @@ from sleuth.errors import InputError
 from sleuth.index import Index
 from sleuth.policies.openai_chat import OpenAIChatPolicy
 from sleuth.serve import policy_factory_for
+from sleuth.serve.mcp_server import http_notice
 
 TOOL_NAMES = {"search_corpus", "grep_corpus", "read_document", "prune_chunks", "search"}
 QUESTION = "Which river flows through Egypt?"
@@ -197,26 +201,125 @@ def wait_for_port(port: int, proc: subprocess.Popen, timeout_s: float = 30.0) ->
     pytest.fail("the HTTP server did not start")
 
 
-def test_streamable_http_on_localhost(index_dir: Path):
+def start_http(index_dir: Path, *extra: str, env: dict[str, str] | None = None):
+    """The HTTP server as a subprocess on a free port; returns (process, port)."""
     port = free_port()
-    args = server_args(index_dir, "--http", "--port", str(port))
-    proc = subprocess.Popen([sys.executable, *args], stderr=subprocess.DEVNULL)
+    args = server_args(index_dir, "--http", "--port", str(port), *extra)
+    proc = subprocess.Popen(
+        [sys.executable, *args], stderr=subprocess.PIPE, text=True, env=env or dict(os.environ)
+    )
+    wait_for_port(port, proc)
+    return proc, port
+
+
+def stop(proc: subprocess.Popen) -> str:
+    """Stop the server; its stderr."""
+    proc.terminate()
+    return proc.communicate(timeout=10)[1]
+
+
+def test_streamable_http_on_localhost(index_dir: Path):
+    proc, port = start_http(index_dir)
+    url = f"http://127.0.0.1:{port}/mcp"
 
     async def run() -> tuple[set[str], CallToolResult]:
-        url = f"http://127.0.0.1:{port}/mcp"
         async with streamable_http_client(url) as (read, write), ClientSession(read, write) as s:
             await s.initialize()
             names = {t.name for t in (await s.list_tools()).tools}
             return names, await s.call_tool("search", {"query": QUESTION})
 
     try:
-        wait_for_port(port, proc)
         names, reply = anyio.run(run)
+        probe = httpx.get(url, timeout=5)  # a readiness probe; the SDK held GETs open forever
+        stream = httpx.get(url, headers={"Accept": "text/event-stream"}, timeout=5)
     finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+        stderr = stop(proc)
     assert names == TOOL_NAMES
     assert structured(reply)["documents"]
+    assert probe.status_code == 200 and probe.json()["status"] == "ready"
+    assert stream.status_code == 405 and stream.headers["allow"] == "POST"
+    assert f"sleuth MCP on {url}: this machine only" in stderr
+
+
+BIG = "x" * 1_000_000
+
+
+def test_token_guards_http_on_all_interfaces(index_dir: Path):
+    """Beyond loopback: requests need the bearer token; errors never echo a megabyte back."""
+    env = dict(os.environ, SLEUTH_MCP_TOKEN="s3cret")
+    proc, port = start_http(index_dir, "--host", "0.0.0.0", env=env)
+    url = f"http://127.0.0.1:{port}/mcp"
+    initialize = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {}}
+    accept = {"Accept": "application/json, text/event-stream"}
+
+    async def run(token: str) -> dict[str, CallToolResult]:
+        client = httpx2.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
+        async with (
+            client,
+            streamable_http_client(url, http_client=client) as (read, write),
+            ClientSession(read, write) as s,
+        ):
+            await s.initialize()
+            return {
+                "read": await s.call_tool("read_document", {"doc_id": BIG}),
+                "prune": await s.call_tool("prune_chunks", {"chunk_ids": ["nile_0", BIG]}),
+                "grep": await s.call_tool("grep_corpus", {"pattern": "Nile"}),
+            }
+
+    try:
+        anonymous = httpx.post(url, json=initialize, headers=accept, timeout=10)
+        wrong = httpx.post(
+            url, json=initialize, headers=accept | {"Authorization": "Bearer nope"}, timeout=10
+        )
+        replies = anyio.run(run, "s3cret")
+        probe = httpx.get(url, timeout=5)
+    finally:
+        stderr = stop(proc)
+    assert anonymous.status_code == wrong.status_code == 401
+    assert anonymous.headers["www-authenticate"] == "Bearer"
+    assert "clients must send 'Authorization: Bearer <token>'" in stderr
+    assert "s3cret" not in stderr
+    assert probe.status_code == 200
+    assert {c["doc_id"] for c in structured(replies["grep"])["result"]} == {"nile", "cairo"}
+    for key in ("read", "prune"):
+        assert replies[key].is_error and "at most 8192 characters" in text(replies[key])
+        assert len(text(replies[key])) < 2_000
+
+
+@pytest.mark.parametrize("extra", [(), ("--token", " ")])
+def test_http_beyond_loopback_without_a_token_exits_2(index_dir: Path, extra: tuple[str, ...]):
+    cmd = [sys.executable, "-m", "sleuth.cli", "serve", "mcp", "--index", str(index_dir)]
+    env = {k: v for k, v in os.environ.items() if k != "SLEUTH_MCP_TOKEN"}
+    done = subprocess.run(
+        [*cmd, "--http", "--host", "0.0.0.0", *extra],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+        env=env,
+    )
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    message = "--token is empty" if extra else "set --token (or $SLEUTH_MCP_TOKEN)"
+    assert done.stderr.startswith("error: ") and message in done.stderr
+
+
+@pytest.mark.parametrize(
+    ("host", "token", "insecure", "notice"),
+    [
+        ("127.0.0.1", None, False, "this machine only (Host and Origin checked), no token"),
+        ("localhost", "t", False, "clients must send 'Authorization: Bearer <token>'"),
+        ("0.0.0.0", "t", False, "clients must send 'Authorization: Bearer <token>'"),
+        ("192.168.1.5", None, True, "WARNING: --insecure: http://192.168.1.5:1/mcp serves anyone"),
+    ],
+)
+def test_http_notice_says_who_can_reach_the_server(host, token, insecure, notice):
+    assert notice in http_notice(host, 1, token, insecure)
+
+
+def test_http_notice_refuses_an_unguarded_network_bind():
+    for host in ("0.0.0.0", "::", "10.0.0.7", "myhost.example"):
+        with pytest.raises(InputError, match="--insecure"):
+            http_notice(host, 1, None, False)
 
 
 def test_bad_index_exits_2_with_one_line(tmp_path: Path):
@@ -245,3 +348,44 @@ def test_policy_choices_make_fresh_policies():
     assert heuristic() is not heuristic() and heuristic().name == "heuristic"
     chat = policy_factory_for(model="m", base_url="http://127.0.0.1:1/v1")()
     assert isinstance(chat, OpenAIChatPolicy)
+
+
+def test_store_down_mid_session_reaches_the_caller_with_its_cause(tmp_path: Path):
+    """A Chroma server that stops mid-session: the error names the cause, not a bare
+    "Error executing tool"; tools that do not need the store keep working."""
+    port = free_port()
+    exe = shutil.which("chroma") or str(Path(sys.executable).parent / "chroma")
+    chroma = subprocess.Popen(
+        [exe, "run", "--path", str(tmp_path / "chroma"), "--host", "127.0.0.1"]
+        + ["--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    url = f"http://127.0.0.1:{port}"
+    try:
+        wait_for_port(port, chroma, timeout_s=60)
+        index = tmp_path / "index"
+        Index.create(index, embedder="hash", chroma_url=url).ingest(DOCS)
+        params = StdioServerParameters(
+            command=sys.executable, args=server_args(index), env=dict(os.environ)
+        )
+
+        async def run() -> list[CallToolResult]:
+            async with stdio_client(params) as (read, write), ClientSession(read, write) as s:
+                await s.initialize()
+                up = await s.call_tool("search_corpus", {"query": "river Egypt"})
+                chroma.terminate()
+                chroma.wait(timeout=20)
+                down = await s.call_tool("search_corpus", {"query": "river Egypt"})
+                return [up, down, await s.call_tool("grep_corpus", {"pattern": "glaciers"})]
+
+        up, down, grep = anyio.run(run)
+    finally:
+        if chroma.poll() is None:
+            chroma.kill()
+            chroma.wait(timeout=20)
+    assert not up.is_error and structured(up)["result"]
+    assert down.is_error and text(down).startswith("Error: the tool failed: ConnectError")
+    [item] = structured(down)["result"]
+    assert "ConnectError" in item["error"]
+    assert [c["id"] for c in structured(grep)["result"]] == ["alps_0"]

@@ -459,6 +459,16 @@ def serve_mcp(
     trajectory_dir: Annotated[
         Path | None, typer.Option(help="Where `search` writes trajectories.")
     ] = None,
+    token: Annotated[
+        str | None,
+        typer.Option(
+            envvar="SLEUTH_MCP_TOKEN",
+            help="Bearer token HTTP clients must send; needed for a host beyond loopback.",
+        ),
+    ] = None,
+    insecure: Annotated[
+        bool, typer.Option(help="Serve HTTP beyond loopback with no token (anyone can call it).")
+    ] = False,
 ) -> None:
     """Serve the four tools and the whole subagent (`search`) over MCP (stdio; optional HTTP)."""
     from sleuth.serve import McpServerConfig, policy_factory_for, serve
@@ -473,6 +483,8 @@ def serve_mcp(
         port,
         factory,
         McpServerConfig(reranker=reranker, budget=budget, trajectory_dir=trajectory_dir),
+        token=token,
+        insecure=insecure,
     )
 
 

@@ -18,6 +18,8 @@ from sleuth.harness.schemas import GREP_CORPUS, READ_DOCUMENT, SEARCH_CORPUS
 from sleuth.tools.base import Tools
 from sleuth.tools.types import ToolResult
 
+_FAILURE_CHARS = 500  # a store's error can quote whole requests back
+
 
 @dataclass(frozen=True)
 class ToolJob:
@@ -25,7 +27,7 @@ class ToolJob:
 
     name: str
     argument: str  # the query, pattern or doc id
-    max_tokens: int
+    max_tokens: int | None  # None: the tool's own limit (MCP callers)
     exclude: Collection[str] = ()
     read_query: str | None = None
 
@@ -54,11 +56,17 @@ def call_tool(tools: Tools, job: ToolJob) -> ToolResult:
             raise ValueError(f"not a retrieval tool: {job.name}")
     except ToolError as exc:
         return ToolResult(tool=job.name, error=str(exc))
-    except Exception as exc:  # a tool bug must not end the run; the policy sees what broke
-        return ToolResult(tool=job.name, error=f"the tool failed: {type(exc).__name__}: {exc}")
+    except Exception as exc:  # a tool bug or a store down must not end the run
+        return ToolResult(tool=job.name, error=failure_text(exc))
     if not isinstance(result, ToolResult):
         return ToolResult(tool=job.name, error=f"the tool returned {type(result).__name__}")
     return result
+
+
+def failure_text(exc: BaseException) -> str:
+    """What broke, for the caller: the exception's type and message, cut to a readable size."""
+    text = f"the tool failed: {type(exc).__name__}: {exc}"
+    return text if len(text) <= _FAILURE_CHARS else f"{text[:_FAILURE_CHARS]}… [cut]"
 
 
 def _timed(tools: Tools, job: ToolJob) -> JobOutcome:

@@ -16,12 +16,19 @@ Built on the official ``mcp`` SDK (v2 ``MCPServer``, formerly FastMCP). Five too
 The server keeps no state between calls: the harness's dedup becomes ``search_corpus``'s
 ``exclude_chunk_ids`` argument. Results therefore depend only on the arguments, several clients
 can share one server, and the HTTP transport runs stateless.
+
+A failing store (a Chroma server gone mid-session) reaches the caller as an error result that
+names the cause, like any tool error. String arguments are capped (``MAX_ARGUMENT_CHARS``), so
+an error never echoes a megabyte argument back. Over HTTP, a bind beyond loopback, where the
+SDK drops its Host/Origin checks, needs a bearer token or an explicit ``insecure``; ``GET /mcp``
+answers at once (a stateless server has no event stream), so readiness probes never hang.
 """
 
 from __future__ import annotations
 
 import argparse
 import functools
+import hmac
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -33,12 +40,16 @@ from uuid import uuid4
 from mcp.server.mcpserver import MCPServer
 from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
 
 from sleuth.errors import InputError, SleuthError
 from sleuth.eval.baselines import make_policy
+from sleuth.harness.act import ToolJob, call_tool, failure_text
 from sleuth.harness.loop import HarnessConfig
 from sleuth.harness.policy import Policy
 from sleuth.harness.run import run_query
+from sleuth.harness.schemas import GREP_CORPUS, READ_DOCUMENT, SEARCH_CORPUS
 from sleuth.index import Index
 from sleuth.tools.rerank import make_reranker
 from sleuth.tools.schemas import GREP, READ
@@ -51,6 +62,10 @@ Transport = Literal["stdio", "http"]
 DEFAULT_POLICY = "heuristic"  # scripted multi-step agent: serves offline, no model needed
 DEFAULT_HOST = "127.0.0.1"  # local only; expose it further on purpose, behind your own auth
 DEFAULT_PORT = 8765  # not 8000, which `chroma run` takes by default
+LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")  # where the SDK checks Host and Origin
+TOKEN_ENV = "SLEUTH_MCP_TOKEN"
+MCP_PATH = "/mcp"
+MAX_ARGUMENT_CHARS = 8192  # longer strings are refused before any work, never echoed back
 SERVER_NAME = "sleuth"
 INSTRUCTIONS = (
     "Search a document corpus. `search` runs the whole search subagent and returns ranked "
@@ -115,23 +130,24 @@ class SearchRun(BaseModel):
     error: str | None
 
 
-QueryArg = Annotated[str, Field(description="What to look for.")]
+Text = Annotated[str, Field(max_length=MAX_ARGUMENT_CHARS)]
+QueryArg = Annotated[Text, Field(description="What to look for.")]
 ExcludeArg = Annotated[
-    list[str] | None,
+    list[Text] | None,
     Field(description="Chunk ids you have already seen; they are never returned again."),
 ]
 PatternArg = Annotated[
-    str, Field(description=GREP["function"]["parameters"]["properties"]["pattern"]["description"])
+    Text, Field(description=GREP["function"]["parameters"]["properties"]["pattern"]["description"])
 ]
 DocIdArg = Annotated[
-    str, Field(description=READ["function"]["parameters"]["properties"]["doc_id"]["description"])
+    Text, Field(description=READ["function"]["parameters"]["properties"]["doc_id"]["description"])
 ]
 ReadQueryArg = Annotated[
-    str | None,
+    Text | None,
     Field(description="What you are looking for; a long document keeps the chunks closest to it."),
 ]
-ChunkIdsArg = Annotated[list[str], Field(description="Chunk ids to remove from your context.")]
-QuestionArg = Annotated[str, Field(description="The question to find supporting documents for.")]
+ChunkIdsArg = Annotated[list[Text], Field(description="Chunk ids to remove from your context.")]
+QuestionArg = Annotated[Text, Field(description="The question to find supporting documents for.")]
 
 
 def tool_json(result: ToolResult) -> list[dict[str, Any]]:
@@ -148,6 +164,12 @@ def tool_reply(result: ToolResult) -> CallToolResult:
         content=[TextContent(type="text", text=render_result(result))],
         structured_content={"result": tool_json(result)},
         is_error=not result.ok,
+    )
+
+
+def error_reply(message: str) -> CallToolResult:
+    return CallToolResult(
+        content=[TextContent(type="text", text=f"Error: {message}")], is_error=True
     )
 
 
@@ -174,19 +196,24 @@ class SleuthTools:
     def search_corpus(
         self, query: QueryArg, exclude_chunk_ids: ExcludeArg = None
     ) -> Annotated[CallToolResult, ChunkListing]:
-        return tool_reply(self.toolbox.search_corpus(query, exclude=exclude_chunk_ids or ()))
+        job = ToolJob(SEARCH_CORPUS, query, None, exclude=exclude_chunk_ids or ())
+        return tool_reply(call_tool(self.toolbox, job))
 
     def grep_corpus(self, pattern: PatternArg) -> Annotated[CallToolResult, ChunkListing]:
-        return tool_reply(self.toolbox.grep_corpus(pattern))
+        return tool_reply(call_tool(self.toolbox, ToolJob(GREP_CORPUS, pattern, None)))
 
     def read_document(
         self, doc_id: DocIdArg, query: ReadQueryArg = None
     ) -> Annotated[CallToolResult, ChunkListing]:
-        return tool_reply(self.toolbox.read_document(doc_id, query=query))
+        job = ToolJob(READ_DOCUMENT, doc_id, None, read_query=query)
+        return tool_reply(call_tool(self.toolbox, job))
 
     def prune_chunks(self, chunk_ids: ChunkIdsArg) -> Annotated[CallToolResult, PruneAck]:
         ids = list(dict.fromkeys(chunk_ids))
-        pruned = [i for i in ids if self.toolbox.index.chunk(i) is not None]
+        try:
+            pruned = [i for i in ids if self.toolbox.index.chunk(i) is not None]
+        except Exception as exc:  # the store failed: say why, as the retrieval tools do
+            return error_reply(failure_text(exc))
         unknown = [i for i in ids if i not in pruned]
         text = f"Pruned {len(pruned)} chunk(s)" + (f": {', '.join(pruned)}." if pruned else ".")
         if unknown:
@@ -207,9 +234,9 @@ class SleuthTools:
                 trajectory=self._trajectory_path(),
             )
         except InputError as exc:  # a blank query or a bad budget: the caller's to fix
-            return CallToolResult(
-                content=[TextContent(type="text", text=f"Error: {exc}")], is_error=True
-            )
+            return error_reply(str(exc))
+        except Exception as exc:  # e.g. the trajectory folder is not writable
+            return error_reply(failure_text(exc))
         return CallToolResult(
             content=[TextContent(type="text", text=render_run(run))],
             structured_content=run,
@@ -314,20 +341,109 @@ def serve(
     port: int = DEFAULT_PORT,
     policy_factory: PolicyFactory | None = None,
     config: McpServerConfig | None = None,
+    token: str | None = None,
+    insecure: bool = False,
 ) -> None:
-    """Serve ``index_dir`` over MCP: :func:`build_server`, then :func:`run_server`."""
-    run_server(build_server(index_dir, policy_factory, config), transport, host, port)
+    """Serve ``index_dir`` over MCP: :func:`build_server`, then :func:`run_server`.
+
+    Raises:
+        InputError: a bad index, or an HTTP bind beyond loopback without a token or ``insecure``
+            (checked first, before the index loads).
+    """
+    if transport == "http":
+        http_notice(host, port, token, insecure)
+    server = build_server(index_dir, policy_factory, config)
+    run_server(server, transport, host, port, token=token, insecure=insecure)
 
 
-def run_server(server: MCPServer, transport: Transport, host: str, port: int) -> None:
+def run_server(
+    server: MCPServer,
+    transport: Transport,
+    host: str,
+    port: int,
+    *,
+    token: str | None = None,
+    insecure: bool = False,
+) -> None:
     """Serve until stdin closes (stdio) or the process is stopped (http).
 
-    ``http`` is streamable HTTP at ``http://HOST:PORT/mcp``, stateless since no tool keeps state.
+    ``http`` is streamable HTTP at ``http://HOST:PORT/mcp``, stateless since no tool keeps state;
+    with a ``token`` every request must carry ``Authorization: Bearer TOKEN``. Before serving,
+    the HTTP server says on stderr who can reach it.
+
+    Raises:
+        InputError: ``host`` is not a loopback name and there is neither a token nor ``insecure``.
     """
     if transport == "stdio":
         server.run("stdio")
-    else:
-        server.run("streamable-http", host=host, port=port, stateless_http=True)
+        return
+    import uvicorn
+
+    print(http_notice(host, port, token, insecure), file=sys.stderr, flush=True)
+    app = McpGate(server.streamable_http_app(stateless_http=True, host=host), token)
+    uvicorn.run(app, host=host, port=port, log_level=server.settings.log_level.lower())
+
+
+def http_notice(host: str, port: int, token: str | None, insecure: bool) -> str:
+    """Who can use an HTTP server on ``host``; refuses an unguarded bind beyond loopback.
+
+    The SDK checks Host and Origin only on a loopback name; elsewhere it drops those checks, so
+    a token (or a deliberate ``insecure``) must stand in for them.
+
+    Raises:
+        InputError: an empty token, or a non-loopback host with neither token nor ``insecure``.
+    """
+    url = f"http://{host}:{port}{MCP_PATH}"
+    if token is not None and not token.strip():
+        raise InputError("--token is empty")
+    if token:
+        return f"sleuth MCP on {url}: clients must send 'Authorization: Bearer <token>'."
+    if host in LOCAL_HOSTS:
+        return f"sleuth MCP on {url}: this machine only (Host and Origin checked), no token."
+    if not insecure:
+        raise InputError(
+            f"--host {host} opens the index and the subagent to the network with no Host/Origin "
+            f"checks: set --token (or ${TOKEN_ENV}) for clients to send, or pass --insecure"
+        )
+    return f"WARNING: --insecure: {url} serves anyone who can reach it (no token, no Host/Origin checks)."
+
+
+class McpGate:
+    """In front of the SDK's HTTP app: answers ``GET /mcp`` at once, and checks the token.
+
+    A stateless server sends no events of its own, so a GET that wants an event stream gets
+    405 (as the MCP spec allows) and a plain GET (a readiness probe) gets a small 200 status;
+    the SDK would hold either open forever.
+    """
+
+    def __init__(self, app: ASGIApp, token: str | None):
+        self.app = app
+        self.token = token
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "http":
+            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
+            if scope["method"] == "GET" and scope["path"].rstrip("/") == MCP_PATH:
+                return await _probe_reply(headers)(scope, receive, send)
+            if self.token and not _bearer_ok(headers.get("authorization", ""), self.token):
+                body = {"error": "missing or wrong bearer token"}
+                unauthorized = JSONResponse(body, 401, headers={"WWW-Authenticate": "Bearer"})
+                return await unauthorized(scope, receive, send)
+        await self.app(scope, receive, send)
+
+
+def _probe_reply(headers: dict[str, str]) -> JSONResponse:
+    if "text/event-stream" in headers.get("accept", ""):
+        body = {"error": "stateless server: no event stream; POST JSON-RPC requests here"}
+        return JSONResponse(body, 405, headers={"Allow": "POST"})
+    return JSONResponse({"server": SERVER_NAME, "status": "ready", "transport": "POST JSON-RPC"})
+
+
+def _bearer_ok(authorization: str, token: str) -> bool:
+    scheme, _, given = authorization.partition(" ")
+    return scheme.lower() == "bearer" and hmac.compare_digest(
+        given.strip().encode(), token.encode()
+    )
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -351,6 +467,16 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument("--budget", type=int, help="Token budget T of the subagent (default 32768).")
     p.add_argument("--reranker", help="none | cross-encoder:PATH | endpoint:MODEL@URL")
     p.add_argument("--trajectory-dir", type=Path, help="Where search writes trajectories.")
+    p.add_argument(
+        "--token",
+        default=os.environ.get(TOKEN_ENV),
+        help=f"Bearer token HTTP clients must send (default ${TOKEN_ENV}); needed beyond loopback.",
+    )
+    p.add_argument(
+        "--insecure",
+        action="store_true",
+        help="Serve HTTP beyond loopback without a token (anyone who can reach the port).",
+    )
     return p.parse_args(argv)
 
 
@@ -360,7 +486,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     config = McpServerConfig(
         reranker=args.reranker, budget=args.budget, trajectory_dir=args.trajectory_dir
     )
+    transport: Transport = "http" if args.http else "stdio"
     try:
+        if args.http:
+            http_notice(args.host, args.port, args.token, args.insecure)
         factory = policy_factory_for(
             args.policy, model=args.model, base_url=args.base_url, api_key=args.api_key
         )
@@ -368,7 +497,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except (SleuthError, ValueError) as exc:  # ValueError: a bad --reranker spec
         print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2
-    run_server(server, "http" if args.http else "stdio", args.host, args.port)
+    run_server(server, transport, args.host, args.port, token=args.token, insecure=args.insecure)
     return 0
 
 
