@@ -15,6 +15,8 @@ from pathlib import Path
 from statistics import mean
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sleuth.errors import InputError
 from sleuth.eval import (
@@ -25,6 +27,7 @@ from sleuth.eval import (
     score_files,
     score_trajectory,
 )
+from sleuth.eval.aggregate import bootstrap_interval, paired_bootstrap_difference
 from sleuth.eval.baselines import RetrieverToolbox, tools_for
 from sleuth.eval.heuristic import capitalised_spans, decompose
 from sleuth.eval.transcript import final_answer, parse_chunks, query_of
@@ -264,6 +267,8 @@ def test_four_rollouts_are_fused_by_rrf(tmp_path):
     assert record["final_docs"] == ["berlin", "paris", "france", "nile"]
     m = record["metrics"]
     assert (m["recall"], m["precision"]) == (1.0, 0.5)
+    # ranked metrics of the fused list: paris 2nd, nile 4th
+    assert (m["recall_at_2"], m["recall_at_5"], m["all_gold_at_5"]) == (0.5, 1.0, True)
     assert m["trajectory_recall"] == 1.0  # union: paris (rollout 1) and nile (rollout 4)
     assert m["final_answer_found"] is True
     per_rollout = [score_trajectory(task, tmp_path / p) for p in record["trajectories"]]
@@ -296,7 +301,8 @@ def check_report(out: Path, tasks: list[Task]) -> dict:
     assert set(records) == {t.id for t in tasks}
     overall = summary["overall"]
     assert overall["count"] == len(tasks)
-    for key in ["recall", "f1", "trajectory_recall", "turns", "final_answer_found"]:
+    keys = ["recall", "recall_at_2", "recall_at_5", "recall_at_10", "all_gold_at_5"]
+    for key in [*keys, "f1", "trajectory_recall", "turns", "final_answer_found"]:
         assert overall[key] == pytest.approx(mean(r["metrics"][key] for r in records.values()))
     assert overall["reward/total"] == pytest.approx(
         mean(r["reward"]["total"] for r in records.values())
@@ -308,6 +314,12 @@ def check_report(out: Path, tasks: list[Task]) -> dict:
         assert row["recall"] == pytest.approx(mean(r["metrics"]["recall"] for r in group))
     md = (out / "summary.md").read_text()
     assert "## By hop level" in md and f"| all | {len(tasks)} |" in md
+    header = next(line for line in md.splitlines() if line.startswith("| group |")).split(" | ")
+    overall_cells = next(line for line in md.splitlines() if line.startswith("| all |"))
+    for key, title in [("recall_at_5", "R@5"), ("all_gold_at_5", "all gold@5")]:
+        cell = overall_cells.split(" | ")[header.index(title)]
+        assert cell == f"{overall[key]:.3f}"
+        assert f"<th>{title}</th>" in html
     return summary
 
 
@@ -317,6 +329,36 @@ def test_report_files_and_numbers(tmp_path):
     assert check_report(tmp_path, tasks) == summary
     assert set(summary["by_domain"]) == {"geo", "nature"}
     assert summary["by_domain"]["geo"]["count"] == 3
+
+
+def test_bootstrap_interval_by_hand():
+    assert bootstrap_interval([0.4] * 7) == pytest.approx((0.4, 0.4))
+    # two values: resampled means are 0, 1/2, 1 with chances 1/4, 1/2, 1/4, so 2.5% and 97.5%
+    # percentiles are the extremes
+    assert bootstrap_interval([0.0, 1.0]) == (0.0, 1.0)
+    assert bootstrap_interval([0.0, 1.0], level=0.4) == (0.5, 0.5)
+    with pytest.raises(ValueError):
+        bootstrap_interval([])
+
+
+def test_paired_bootstrap_cancels_question_difficulty():
+    """Per-question scores that vary a lot but differ by exactly 0.1: the paired interval is
+    the point 0.1, where intervals of the two means alone overlap widely."""
+    base = [0.0, 1.0, 0.2, 0.9, 0.5, 0.1, 0.8, 0.3]
+    better = [b + 0.1 for b in base]
+    diff, (low, high) = paired_bootstrap_difference(better, base)
+    assert diff == pytest.approx(0.1) and (low, high) == pytest.approx((0.1, 0.1))
+    lo_a, hi_a = bootstrap_interval(base)
+    assert hi_a - lo_a > 0.3
+    with pytest.raises(ValueError, match="differ in length"):
+        paired_bootstrap_difference([1.0], [1.0, 0.0])
+
+
+@given(st.lists(st.floats(min_value=0, max_value=1), min_size=1, max_size=30))
+def test_bootstrap_interval_lies_within_the_data(values):
+    low, high = bootstrap_interval(values, samples=200)
+    assert min(values) - 1e-12 <= low <= high <= max(values) + 1e-12
+    assert bootstrap_interval(values, samples=200) == (low, high)  # seeded: reproducible
 
 
 # ---- baselines -------------------------------------------------------------------------------

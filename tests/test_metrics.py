@@ -14,6 +14,7 @@ from sleuth.metrics import (
     f_beta,
     final_doc_list,
     normalize_answer,
+    recall_at,
 )
 from sleuth.tasks import Task
 
@@ -58,6 +59,47 @@ def test_duplicate_ids_in_final_list_count_once():
     m = compute_metrics(summary, make_task())
     assert final_doc_list(summary.final_doc_ids) == ["a", "b"]
     assert (m.recall, m.precision, m.final_docs) == (1.0, 1.0, 2)
+
+
+def test_recall_at_k_by_hand():
+    # final documents (deduplicated): x a y z w b v u t s c  ->  gold a at 2, b at 6, c at 11
+    final = ["x", "a_0", "a", "y", "z", "w_1", "b", "v", "u", "t", "s", "c"]
+    m = compute_metrics(RunSummary(final_doc_ids=final), make_task(gold_doc_ids=["a", "b", "c"]))
+    assert m.recall_at_2 == pytest.approx(1 / 3)  # a
+    assert m.recall_at_5 == pytest.approx(1 / 3)  # a (b is 6th)
+    assert m.recall_at_10 == pytest.approx(2 / 3)  # a, b (c is 11th)
+    assert m.recall == 1.0  # the whole list
+    assert m.all_gold_at_5 is False
+
+
+def test_all_gold_at_5_needs_every_gold_document_in_the_first_five():
+    hit = RunSummary(final_doc_ids=["b_0", "x", "b_2", "y", "z", "a"])  # a is 5th once deduped
+    assert compute_metrics(hit, make_task()).all_gold_at_5 is True
+    assert compute_metrics(hit, make_task()).recall_at_2 == 0.5
+    miss = RunSummary(final_doc_ids=["b", "x", "y", "z", "w", "a"])  # a is 6th
+    m = compute_metrics(miss, make_task())
+    assert (m.all_gold_at_5, m.recall_at_5, m.recall_at_10) == (False, 0.5, 1.0)
+
+
+def test_recall_at_k_without_gold_or_answer_is_zero():
+    no_gold = compute_metrics(RunSummary(final_doc_ids=["a"]), make_task(gold_doc_ids=[]))
+    assert (no_gold.recall_at_2, no_gold.recall_at_10, no_gold.all_gold_at_5) == (0.0, 0.0, False)
+    empty = compute_metrics(RunSummary(), make_task())
+    assert (empty.recall_at_5, empty.all_gold_at_5) == (0.0, False)
+
+
+ids = st.sampled_from(list("abcdefghij"))
+
+
+@given(final=st.lists(ids, max_size=15), gold=st.lists(ids, min_size=1, max_size=4, unique=True))
+def test_recall_at_k_grows_with_k_and_reaches_recall(final, gold):
+    m = compute_metrics(RunSummary(final_doc_ids=final), make_task(gold_doc_ids=gold))
+    assert 0.0 <= m.recall_at_2 <= m.recall_at_5 <= m.recall_at_10 <= m.recall <= 1.0
+    assert m.all_gold_at_5 is (m.recall_at_5 == 1.0)
+    distinct = final_doc_list(final)
+    assert recall_at(distinct, gold, len(distinct)) == m.recall
+    if len(distinct) <= 10:
+        assert m.recall_at_10 == m.recall
 
 
 def test_nothing_pruned_gives_undefined_prune_accuracy():
@@ -189,9 +231,11 @@ def test_aggregate_means_over_defined_values():
         _metrics(recall=1.0, final_answer_found=True, prune_accuracy=None, turns=4),
         _metrics(recall=0.5, final_answer_found=False, prune_accuracy=0.5, turns=7),
     ]
+    runs[0] = runs[0].model_copy(update={"recall_at_5": 1.0, "all_gold_at_5": True})
     agg = aggregate(runs)
     assert agg["count"] == 2
     assert agg["recall"] == 0.75
+    assert (agg["recall_at_5"], agg["all_gold_at_5"]) == (0.5, 0.5)
     assert agg["final_answer_found"] == 0.5
     assert agg["prune_accuracy"] == 0.5
     assert agg["turns"] == 5.5

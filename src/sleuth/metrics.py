@@ -6,6 +6,9 @@ Definitions (document level, the default):
   document) and deduplicated keeping the first occurrence.
 * recall = |final ∩ gold| / |gold|; precision = |final ∩ gold| / |final|; both are 0 when their
   denominator is empty (no free credit). F_β = (1+β²)PR / (β²P + R), 0 when P = R = 0.
+* Recall@k (k = 2, 5, 10) = |gold ∩ first k final documents| / |gold|, 0 when there is no
+  gold: the passage recall of HippoRAG (arXiv 2405.14831 §3) on the final ranked list.
+  all-gold@5 = every gold document is in the first 5 (HippoRAG's AR@5; False when no gold).
 * trajectory recall = share of gold documents with at least one chunk in ``seen_chunks`` (pruned
   chunks stay seen: credit for exploring).
 * final answer found = some seen chunk of a final-list document contains the answer or an alias,
@@ -36,6 +39,7 @@ from sleuth.tasks.schema import Task
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _YES_NO = {"yes", "no"}
+RECALL_KS = (2, 5, 10)  # the cut-offs of the Recall@k columns
 
 
 class Metrics(BaseModel):
@@ -47,6 +51,10 @@ class Metrics(BaseModel):
     f1: float
     f_beta: float
     beta: float
+    recall_at_2: float
+    recall_at_5: float
+    recall_at_10: float
+    all_gold_at_5: bool
     trajectory_recall: float
     prune_accuracy: float | None
     fact_recall: float | None = None
@@ -107,6 +115,20 @@ def answer_found(summary: RunSummary, task: Task, final_docs: Sequence[str]) -> 
     return any(f" {a} " in t for t in texts for a in answers)
 
 
+def recall_at(final_docs: Sequence[str], gold: Iterable[str], k: int) -> float:
+    """Share of gold documents among the first ``k`` of a deduplicated final list."""
+    gold_set = set(gold)
+    return _ratio(len(gold_set.intersection(final_docs[:k])), len(gold_set))
+
+
+def _ranked_metrics(final: Sequence[str], gold: Iterable[str]) -> dict[str, float | bool]:
+    gold_list = list(gold)
+    at = {k: recall_at(final, gold_list, k) for k in RECALL_KS}
+    return {f"recall_at_{k}": v for k, v in at.items()} | {
+        "all_gold_at_5": bool(gold_list) and at[5] == 1.0
+    }
+
+
 def _is_gold_chunk(chunk_id: str, task: Task) -> bool:
     in_group = any(chunk_id in group for group in task.gold_chunk_groups)
     return in_group or doc_id_of(chunk_id) in task.gold_doc_ids
@@ -155,6 +177,7 @@ def compute_metrics(summary: RunSummary, task: Task, beta: float = 4.0) -> Metri
         f1=f_beta(precision, recall, 1.0),
         f_beta=f_beta(precision, recall, beta),
         beta=beta,
+        **_ranked_metrics(final, task.gold_doc_ids),
         trajectory_recall=_ratio(len(gold & seen_docs), len(gold)),
         prune_accuracy=prune_accuracy(summary, task),
         **_fact_metrics(summary, task, final, beta),

@@ -6,6 +6,10 @@ runs it covers (``prune_accuracy_n``). Booleans average to rates. Reward terms a
 slash-keyed (``reward/total``), next to the metrics. ``failed_count`` (queries whose every
 rollout failed) and ``policy_errors`` (runs that ended on a policy error) are counts, so a
 column of zeros from a dead endpoint never reads as a score.
+
+Uncertainty: :func:`bootstrap_interval` (percentile bootstrap over questions) and
+:func:`paired_bootstrap_difference` (the same questions resampled for both policies, so the
+interval of a difference is not inflated by question difficulty).
 """
 
 from __future__ import annotations
@@ -13,7 +17,11 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+import numpy as np
+
 Record = dict[str, Any]
+BOOTSTRAP_SAMPLES = 2000
+Interval = tuple[float, float]
 GROUPS: dict[str, Callable[[Record], str]] = {
     "by_hops": lambda r: str(r["hops"]),
     "by_domain": lambda r: str(r["domain"]),
@@ -59,3 +67,36 @@ def summarize(records: Sequence[Record], run: dict[str, Any]) -> dict[str, Any]:
 def _natural(label: str) -> tuple[int, int | str]:
     """Numbers first in numeric order ("2" < "10"), then text."""
     return (0, int(label)) if label.isdigit() else (1, label)
+
+
+def bootstrap_interval(
+    values: Sequence[float], level: float = 0.95, samples: int = BOOTSTRAP_SAMPLES, seed: int = 0
+) -> Interval:
+    """Percentile bootstrap interval of the mean of ``values`` (resampled with replacement).
+
+    Raises:
+        ValueError: ``values`` is empty.
+    """
+    data = np.asarray(values, dtype=float)
+    if data.size == 0:
+        raise ValueError("bootstrap of no values")
+    rows = np.random.default_rng(seed).integers(0, data.size, size=(samples, data.size))
+    means = data[rows].mean(axis=1)
+    tail = (1 - level) / 2 * 100
+    low, high = np.percentile(means, [tail, 100 - tail])
+    return float(low), float(high)
+
+
+def paired_bootstrap_difference(
+    a: Sequence[float], b: Sequence[float], level: float = 0.95, **options: Any
+) -> tuple[float, Interval]:
+    """Mean of ``a - b`` over paired items and its bootstrap interval (``a[i]``, ``b[i]``: item i).
+
+    Raises:
+        ValueError: the sequences differ in length or are empty.
+    """
+    if len(a) != len(b):
+        raise ValueError(f"paired values differ in length ({len(a)} vs {len(b)})")
+    diff = np.asarray(a, dtype=float) - np.asarray(b, dtype=float)
+    interval = bootstrap_interval(diff, level, **options)  # raises on no items
+    return float(diff.mean()), interval

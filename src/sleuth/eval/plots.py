@@ -13,6 +13,7 @@ from matplotlib.ticker import MaxNLocator
 GROUP_METRICS = {
     "final_answer_found": "final answer found",
     "recall": "recall",
+    "recall_at_5": "R@5",
     "f1": "F1",
     "trajectory_recall": "trajectory recall",
 }

@@ -23,6 +23,10 @@ COLUMNS = {
     "policy_errors": "policy errors",
     "final_answer_found": "found",
     "recall": "recall",
+    "recall_at_2": "R@2",
+    "recall_at_5": "R@5",
+    "recall_at_10": "R@10",
+    "all_gold_at_5": "all gold@5",
     "precision": "precision",
     "f1": "F1",
     "f_beta": "F_β",
@@ -159,7 +163,7 @@ def _html_table(rows: list[tuple[str, dict[str, Any]]]) -> str:
 
 
 def _query_table(records: Sequence[Record]) -> str:
-    keys = ["final_answer_found", "recall", "f1", "trajectory_recall", "turns"]
+    keys = ["final_answer_found", "recall", "recall_at_5", "f1", "trajectory_recall", "turns"]
     head = "".join(f"<th>{h}</th>" for h in ["task", "hops", "domain", *keys, "reward", "stop"])
     rows = []
     for r in records:
