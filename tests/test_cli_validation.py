@@ -19,7 +19,7 @@ from sleuth.cli import app
 from sleuth.corpus.models import Document
 from sleuth.index import Index
 from sleuth.index.store import MANIFEST
-from sleuth.io import LOCK_FILE
+from sleuth.io import LOCK_FILE, folder_lock
 from sleuth.tasks import save_tasks
 from tests.test_eval import make_tasks
 
@@ -123,6 +123,7 @@ CASES = [
     ),
     (["eval", "--index", "ix", "--tasks", "tasks.jsonl", "--out", "new", "--beta", "nan"], "beta"),
     (["datagen", "offline", "--index", "ix", "--out", "d"], "is a folder"),
+    (["datagen", "offline", "--index", "ix", "--out", "t.jsonl"], "no document has a title"),
     (["score", "--task", "tasks.jsonl", "--trajectory", "d"], "is a folder"),
     (["serve", "mcp", "--index", "ix", "--http", "--port", "70000"], "--port"),
 ]
@@ -156,3 +157,12 @@ def test_bad_input_is_one_line_exit_2_nothing_written(inputs, tmp_path, monkeypa
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     assert message in lines[0]
     assert _snapshot(work) == before
+
+
+def test_second_datagen_run_into_one_folder_is_refused(inputs, tmp_path, monkeypatch):
+    monkeypatch.chdir(inputs)
+    argv = ["datagen", "explore", "--run", str(tmp_path / "run"), "--index", "ix", "--model", "m"]
+    with folder_lock(tmp_path / "run", "a datagen run"):
+        result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 2 and "another sleuth process" in result.stderr
+    assert [p.name for p in (tmp_path / "run").iterdir()] == [LOCK_FILE]

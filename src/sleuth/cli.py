@@ -516,6 +516,10 @@ def datagen_offline(
     store = DocStore(Index.open(index))
     docs = [Document(id=d, text=store.text(d), title=store.title(d) or None) for d in store.doc_ids]
     tasks, quality = generate_offline(docs, n, seed=seed, source=index.name)
+    if not tasks:
+        raise InputError(quality.shortfall or "made no tasks")
+    if quality.shortfall:
+        console.print(f"warning: {quality.shortfall}", markup=False, highlight=False)
     save_tasks(out, tasks)
     if report:
         atomic_write_text(report, render_markdown(quality))

@@ -25,11 +25,14 @@ Output is deterministic for a given corpus, ``n`` and seed.
 from __future__ import annotations
 
 import hashlib
+import math
 import random
 import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+
+import numpy as np
 
 from sleuth.corpus.models import Document
 from sleuth.datagen.masking import (
@@ -73,12 +76,13 @@ class OfflineConfig:
     """BM25 hits of the clues examined when mining distractors."""
     min_clue_words: int = 5
     """Searchable words (see :func:`~sleuth.datagen.masking.content_words`) a clue must keep
-    after masking."""
+    after masking; fewer in a small corpus (see :func:`min_clue_words`)."""
     min_rare_words: int = 2
     """Of those, how many must be rare in the corpus, so the clue singles out one entity
     ("was an American actor" does not)."""
     rare_df: float = 0.01
-    """A word is rare when at most this share of documents (and at least 2) contain it."""
+    """A word is rare when at most this share of documents contain it; a small corpus allows
+    more (see :func:`rare_limit`)."""
     window_words: int = 4
     """Words kept on each side of the mention in a bridge's second clue."""
     min_window_words: int = 2
@@ -137,15 +141,20 @@ class LexicalIndex:
         tokens = self._tokenizer.tokenize(list(texts), return_as="ids", show_progress=False)
         self._bm25 = bm25s.BM25()
         self._bm25.index(tokens, show_progress=False)
+        self._id_rank = np.argsort(np.argsort(np.asarray(self._ids, dtype=object)))
 
     def search(self, query: str, k: int) -> list[str]:
-        """Ids of the top ``k`` documents with a positive score, best first."""
-        k = min(k, len(self._ids))
+        """Ids of the top ``k`` documents with a positive score, best first, ties by id (the
+        order is stored in task files, so it must not depend on the machine or corpus order)."""
+        from sleuth.index.lexical import rank_scores
+
         tokens = self._tokenizer.tokenize(
             [query], update_vocab=False, return_as="ids", show_progress=False
-        )
-        docs, scores = self._bm25.retrieve(tokens, k=k, show_progress=False)
-        return [self._ids[d] for d, s in zip(docs[0], scores[0], strict=True) if s > 0]
+        )[0]
+        if not tokens:
+            return []
+        scores = self._bm25.get_scores(tokens)
+        return [self._ids[i] for i in rank_scores(scores, k, self._id_rank)]
 
 
 @dataclass
@@ -179,8 +188,21 @@ class Corpus:
         )
 
     def is_rare(self, word: str, share: float) -> bool:
-        """In at most ``share`` of the documents (and never fewer than 2 allowed)."""
-        return self.word_df[word] <= max(2, share * len(self.texts))
+        return self.word_df[word] <= rare_limit(len(self.texts), share)
+
+
+def rare_limit(n_docs: int, share: float) -> float:
+    """Most documents a rare word may be in: ``share`` of them, but never fewer than 2 or log2
+    of the corpus size. Below about 1,000 documents a share allows almost nothing, while names
+    there recur in the few documents that mention each other and two such words still single
+    out an entity; above it the share decides."""
+    return max(2.0, share * n_docs, math.log2(max(n_docs, 1)))
+
+
+def min_clue_words(n_docs: int, configured: int) -> int:
+    """Searchable words a clue needs: ``configured`` from 1,000 documents up, down to 3 in a
+    corpus of tens (short stub articles, and fewer rivals to tell apart)."""
+    return min(configured, max(3, round(math.log10(max(n_docs, 1))) + 2))
 
 
 def build_links(
@@ -370,7 +392,7 @@ def _usable(clue: str, corpus: Corpus, config: OfflineConfig) -> bool:
     rare = [w for w in words if corpus.is_rare(w, config.rare_df)]
     return (
         len(clue) <= config.max_clue_chars
-        and len(words) >= config.min_clue_words
+        and len(words) >= min_clue_words(len(corpus.texts), config.min_clue_words)
         and len(rare) >= config.min_rare_words
     )
 
@@ -594,7 +616,41 @@ def generate_offline(
         seed=seed,
         distractors_rejected=run.rejected_distractors,
     )
+    report.shortfall = shortfall(run.corpus, report, n)
     return run.tasks, report
+
+
+_ADVICE = {
+    "no_clue_sentence": "sentences are too short or too generic to single out their subject "
+    "once masked: give longer documents, or lower OfflineConfig.min_clue_words/min_rare_words",
+    "weak_link_window": "the words around title mentions are too few: bridges need sentences "
+    "that name another document's title in context",
+    "ambiguous_link_window": "the words around title mentions recur in other documents",
+    "too_few_distractors": "too few similar documents free of the answer: add documents or "
+    "lower OfflineConfig.min_distractors",
+    "no_distinct_years": "comparisons need people or works dated in their first sentence",
+}
+
+
+def shortfall(corpus: Corpus, report: QualityReport, n: int) -> str | None:
+    """Why fewer than ``n`` tasks were made and what to change (None when all were made)."""
+    if report.tasks >= n:
+        return None
+    made = f"made {report.tasks} of {n} tasks"
+    if not corpus.entities:
+        return f"{made}: no document has a title; the generator needs titled documents"
+    reasons: Counter[str] = Counter()
+    for stage in report.stages:
+        reasons.update(stage.reasons)
+    found = (
+        f"{len(corpus.entities)} titled documents, {len(corpus.links)} title mentions between them"
+    )
+    if not reasons:
+        return f"{made}: the corpus ran out of candidates ({found}); add documents or lower --n"
+    top = ", ".join(f"{r} {c}" for r, c in reasons.most_common(3))
+    advice = _ADVICE.get(reasons.most_common(1)[0][0], "see the failure reasons")
+    links = "" if corpus.links else "; no document names another's title, so no bridges"
+    return f"{made} ({found}{links}); drafts failed for {top}: {advice}; or lower --n"
 
 
 def _quotas(n: int, mix: tuple[float, float, float]) -> list[int]:

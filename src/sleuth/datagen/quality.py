@@ -93,6 +93,8 @@ class QualityReport(BaseModel):
     distractors_per_task: float
     distractors_rejected: int = 0
     """Distractor candidates dropped because they contain the answer or an alias."""
+    shortfall: str | None = None
+    """Why fewer tasks than asked were made and what to change; None when all were made."""
 
 
 def build_report(
@@ -156,6 +158,7 @@ def render_markdown(report: QualityReport) -> str:
         f"- answer in distractor: {report.answer_in_distractor_rate:.1%}"
         f" ({report.distractors_per_task:.2f} distractors per task;"
         f" {report.distractors_rejected} candidates rejected for containing the answer)",
+        *([f"- shortfall: {report.shortfall}"] if report.shortfall else []),
         "",
         "| stage | attempted | passed | pass rate | failure reasons |",
         "|---|---:|---:|---:|---|",

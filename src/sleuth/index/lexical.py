@@ -36,6 +36,21 @@ def tokenize(texts: list[str]) -> list[list[str]]:
     )
 
 
+SCORE_DECIMALS = 4
+"""Scores are compared at this precision: float32 BM25 sums differ in their last bits between
+machines (summation order, SIMD), and such noise must not reorder tied hits."""
+
+
+def rank_scores(scores: np.ndarray, k: int, tiebreak: np.ndarray | None = None) -> np.ndarray:
+    """Indices of the top ``k`` positive ``scores``, best first, ties (at ``SCORE_DECIMALS``)
+    broken by ascending ``tiebreak`` (default: the index itself; pass the rank of each id to
+    break them by id), so every machine stores the same order."""
+    positive = np.flatnonzero(scores > 0)
+    rounded = np.round(scores[positive].astype(np.float64), SCORE_DECIMALS)
+    second = positive if tiebreak is None else tiebreak[positive]
+    return positive[np.lexsort((second, -rounded))[:k]]
+
+
 @dataclass
 class ChunkRow:
     id: str
@@ -102,10 +117,7 @@ class LexicalIndex:
         scores = self.retriever.get_scores(terms).astype(np.float64)
         if exclude_rows is not None and len(exclude_rows):
             scores[exclude_rows] = 0.0
-        positive = np.flatnonzero(scores > 0)
-        if not len(positive):
-            return []
-        top = positive[np.argsort(-scores[positive], kind="stable")[:k]]
+        top = rank_scores(scores, k)  # rows are in (doc_id, idx) order: ties go by id
         return [(self.rows[i].id, float(scores[i])) for i in top]
 
     def rows_for(self, ids) -> np.ndarray:
