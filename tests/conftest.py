@@ -86,3 +86,17 @@ def minilm_index(request, tmp_path_factory, wiki_docs):
     )
     index.ingest(wiki_docs)
     return Index.open(path)
+
+
+@pytest.fixture(scope="module")
+def small_index(tmp_path_factory) -> Path:
+    """A two-document index (hash embedder: no model load), for command-line runs in-process."""
+    from sleuth.index import Index
+
+    path = tmp_path_factory.mktemp("small") / "ix"
+    docs = [
+        Document(id="paris", text="Paris is the capital of France.", title="Paris"),
+        Document(id="berlin", text="Berlin is the capital of Germany.", title="Berlin"),
+    ]
+    Index.create(path, embedder="hash").ingest(docs)
+    return path

@@ -21,14 +21,13 @@ from hypothesis import strategies as st
 from sleuth.errors import InputError
 from sleuth.eval import (
     fuse_rankings,
-    make_policy,
     run_eval,
     run_eval_on_index,
     score_files,
     score_trajectory,
 )
 from sleuth.eval.aggregate import bootstrap_interval, paired_bootstrap_difference
-from sleuth.eval.baselines import RetrieverToolbox, tools_for
+from sleuth.eval.baselines import RetrieverToolbox
 from sleuth.eval.heuristic import capitalised_spans, decompose
 from sleuth.eval.transcript import final_answer, parse_chunks, query_of
 from sleuth.harness import Harness
@@ -36,6 +35,7 @@ from sleuth.harness.policy import PolicyOutput
 from sleuth.harness.trajectory import load_trajectory
 from sleuth.io import read_jsonl
 from sleuth.metrics import compute_metrics
+from sleuth.policies import build_policy, make_policy
 from sleuth.policies.scripted import ScriptedPolicy, call, turn
 from sleuth.reward import compute_reward
 from sleuth.tasks import Task, read_hotpotqa, save_tasks
@@ -110,7 +110,7 @@ class Probe:
         self.active = self.peak = 0
         self._lock = threading.Lock()
 
-    def __call__(self) -> ScriptedPolicy:
+    def __call__(self, seed: int) -> ScriptedPolicy:
         policy = make_policy("single-pass")
         play = policy.generate
 
@@ -218,7 +218,7 @@ def test_resume_refuses_other_settings(tmp_path):
 def test_retry_failed_reruns_only_failed_queries(tmp_path):
     tasks = make_tasks()[:3]
 
-    def broken() -> ScriptedPolicy:
+    def broken(seed: int) -> ScriptedPolicy:
         return ScriptedPolicy(lambda messages, i: 1 / 0)  # a policy error: recorded, not raised
 
     run_eval(tasks, broken, KeywordTools(), tmp_path, label="p", progress=False)
@@ -256,7 +256,7 @@ def test_four_rollouts_are_fused_by_rrf(tmp_path):
     ]
     made: list[int] = []
 
-    def factory() -> ScriptedPolicy:
+    def factory(seed: int) -> ScriptedPolicy:
         word, answer = plans[len(made) % 4]
         made.append(1)
         why = [(doc, "listed") for doc in answer]
@@ -421,6 +421,10 @@ def test_single_pass_answers_with_the_search_order(tmp_path):
     assert trajectory.answer is not None and not trajectory.answer.malformed
     assert trajectory.answer.doc_ids == ["paris", "france", "berlin", "rhine"]
     assert [len(t.tool_events) for t in trajectory.turns] == [1, 0]
+
+
+def tools_for(spec: str, tools):
+    return build_policy(spec).tools(tools)
 
 
 def test_make_policy_rejects_unknown_names():

@@ -34,7 +34,7 @@ def shown(body: dict) -> list[str]:
 
 
 def policy(server: StubServer, **kwargs) -> OpenAIChatPolicy:
-    return OpenAIChatPolicy("stub-model", base_url=server.base_url, retries=1, **kwargs)
+    return OpenAIChatPolicy("stub-model", base_url=server.base_url, max_retries=1, **kwargs)
 
 
 def without(text: str, blocks: list[str]) -> str:
@@ -167,9 +167,7 @@ def test_malformed_call_does_not_end_the_run():
 def test_endpoint_errors_retry_then_fail_cleanly(tmp_path):
     script = [503, assistant(tool_call("search_corpus", "s", query="x")), 500, 500]
     with StubServer(script) as server:
-        chat = OpenAIChatPolicy(
-            "m", base_url=server.base_url, retries=1, backoff_s=0.0, sleep=lambda s: None
-        )
+        chat = OpenAIChatPolicy("m", base_url=server.base_url, max_retries=1)
         path = tmp_path / "t.jsonl"
         trajectory = Harness(FakeTools(), chat).run("q", path)
     assert len(server.requests) == 4  # 503 retried and passed; two 500s exhaust the retry

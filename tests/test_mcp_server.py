@@ -345,8 +345,8 @@ def test_policy_choice_errors_name_the_fix(policy, options, message):
 
 def test_policy_choices_make_fresh_policies():
     heuristic = policy_factory_for()
-    assert heuristic() is not heuristic() and heuristic().name == "heuristic"
-    chat = policy_factory_for(model="m", base_url="http://127.0.0.1:1/v1")()
+    assert heuristic(0) is not heuristic(0) and heuristic(0).name == "heuristic"
+    chat = policy_factory_for(model="m", base_url="http://127.0.0.1:1/v1")(0)
     assert isinstance(chat, OpenAIChatPolicy)
 
 

@@ -273,7 +273,7 @@ def test_retries_server_errors_then_succeeds(server: ScriptedServer) -> None:
         (500, {"error": "oops"}),
         (200, _reply(final, "vllm")),
     ]
-    policy = HarmonyPolicy(base_url=server.base_url, backoff_s=0.01)
+    policy = HarmonyPolicy(base_url=server.base_url)
     out = policy.generate(CONVERSATION, TOOLS, max_tokens=64)
     assert out.text == "done" and out.tool_calls == []
     assert len(server.requests) == 3
@@ -281,7 +281,7 @@ def test_retries_server_errors_then_succeeds(server: ScriptedServer) -> None:
 
 def test_connection_error_is_raised_after_retries() -> None:
     url = f"http://127.0.0.1:{_free_port()}/v1"
-    policy = HarmonyPolicy(base_url=url, max_retries=1, backoff_s=0.01)
+    policy = HarmonyPolicy(base_url=url, max_retries=1)
     with pytest.raises(openai.APIConnectionError):
         policy.generate(CONVERSATION, TOOLS, max_tokens=8)
 

@@ -13,13 +13,8 @@ import pytest
 import torch
 
 from sleuth.policies import local_hf
-from sleuth.policies.local_hf import (
-    LocalHFPolicy,
-    chatml,
-    parse_tool_calls,
-    smollm2_gguf_path,
-    to_chat,
-)
+from sleuth.policies.chatml import chatml, parse_tool_calls, to_chat
+from sleuth.policies.local_hf import LocalHFPolicy, smollm2_gguf_path
 from sleuth.train.tiny import build_tiny_model
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")

@@ -19,7 +19,9 @@ from sleuth.harness.budget import BudgetConfig
 from sleuth.harness.loop import Harness, HarnessConfig
 from sleuth.harness.policy import PolicyOutput
 from sleuth.harness.trajectory import Trajectory
-from sleuth.policies.local_hf import LocalHFPolicy, parse_tool_calls
+from sleuth.policies.chatml import parse_tool_calls
+from sleuth.policies.local_hf import LocalHFPolicy
+from sleuth.policies.openai_completions import OpenAICompletionsPolicy
 from sleuth.policies.scripted import ScriptedPolicy, call, turn
 from sleuth.tools.schemas import TOOL_SCHEMAS
 from sleuth.tools.types import ChunkHit, ToolResult
@@ -31,7 +33,6 @@ from sleuth.train.render import (
     rerendered_turn_tokens,
     trajectory_to_sequences,
 )
-from sleuth.train.rollout import OpenAICompletionsPolicy
 from sleuth.train.sequences import TrainSequence
 from sleuth.train.tiny import build_tiny_model
 

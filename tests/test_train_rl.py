@@ -24,7 +24,7 @@ import torch
 from sleuth.harness.budget import BudgetConfig
 from sleuth.harness.loop import HarnessConfig
 from sleuth.index import Index
-from sleuth.policies.local_hf import tools_system_text
+from sleuth.policies.chatml import tools_system_text
 from sleuth.policies.scripted import ScriptedPolicy, call, turn
 from sleuth.tasks import read_2wiki
 from sleuth.tasks.schema import Task

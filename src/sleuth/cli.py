@@ -33,13 +33,14 @@ console = Console(stderr=True)
 
 
 def cli_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
-    """Turn user errors into one line on stderr and exit code 2."""
+    """Turn sleuth's own errors (bad input, bad settings) into one line on stderr and exit code 2;
+    anything else is a bug and keeps its traceback (exit code 1)."""
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         try:
             return fn(*args, **kwargs)
-        except (InputError, SleuthError, ValueError) as e:
+        except SleuthError as e:
             msg = str(e).splitlines()[0] if str(e) else type(e).__name__
             print(f"error: {msg}", file=sys.stderr)
             raise typer.Exit(2) from None
@@ -204,8 +205,8 @@ def tools_read(
 ModelOpt = Annotated[
     str | None,
     typer.Option(
-        help="Model name on an OpenAI-compatible server, or a local "
-        "HF folder / .gguf file when no --base-url is given."
+        help="Shorthand: with --base-url, openai:MODEL@URL (harmony:MODEL@URL with --format "
+        "harmony); alone, local:PATH (HF folder or .gguf)."
     ),
 ]
 BaseUrlOpt = Annotated[
@@ -217,43 +218,44 @@ FormatOpt = Annotated[
 PolicyOpt = Annotated[
     str | None,
     typer.Option(
-        help="local (SmolLM2, default) | heuristic | single-pass | bm25 | dense; ignored with --base-url"
+        help="heuristic (default) | single-pass | bm25 | dense | local[:PATH] (local: the shipped "
+        "SmolLM2 + SFT adapter) | openai:MODEL@URL | harmony:MODEL@URL"
     ),
 ]
+ApiKeyOpt = Annotated[str, typer.Option(envvar="OPENAI_API_KEY", help="API key for a server.")]
+AdapterOpt = Annotated[str | None, typer.Option(help="LoRA adapter folder for a local model.")]
+ReplyTokensOpt = Annotated[
+    int,
+    typer.Option(
+        help="Cap on each reply's length in tokens (a trained adapter keeps its own).",
+    ),
+]
+DEFAULT_REPLY_TOKENS = 2048  # a search turn is calls + a short note; reasoning fits too
 
 
-def make_policy(
-    policy: str | None = None,
+def chosen_policy(
+    policy: str | None,
     model: str | None = None,
     base_url: str | None = None,
-    api_key: str = "EMPTY",
     fmt: str = "chat",
+    api_key: str = "EMPTY",
     adapter: str | None = None,
-    max_new_tokens: int = 384,
 ):
-    """One policy from CLI options: a server (chat or harmony), a local model, or a scripted baseline."""
-    if base_url:
-        if not model:
-            raise InputError("--base-url needs --model (the served model name)")
-        if fmt == "harmony":
-            from sleuth.policies.harmony import HarmonyPolicy
+    """The policy the options name (``--policy SPEC``, or the ``--model``/``--base-url``
+    shorthand), built by :func:`sleuth.policies.build_policy`."""
+    from sleuth.policies.spec import PolicyOptions, build_policy, spec_from_options
 
-            return HarmonyPolicy(model=model, base_url=base_url, api_key=api_key)
-        if fmt != "chat":
-            raise InputError(f"unknown --format {fmt!r}; use chat or harmony")
-        from sleuth.policies.openai_chat import OpenAIChatPolicy
+    spec = spec_from_options(policy, model, base_url, fmt)
+    return build_policy(spec, PolicyOptions(api_key=api_key, adapter=adapter))
 
-        return OpenAIChatPolicy(model, base_url=base_url, api_key=api_key)
-    if policy in (None, "local") or model:
-        from sleuth.policies.local_hf import LocalHFPolicy, smollm2_gguf_path
 
-        path = model or str(smollm2_gguf_path())
-        return LocalHFPolicy.load(
-            path, adapter=adapter, max_new_tokens=max_new_tokens, temperature=0.7, seed=0
-        )
-    from sleuth.eval.baselines import make_policy as make_baseline
+def _harness_config(budget: int, max_turns: int, max_reply_tokens: int):
+    """Harness settings from the options (a policy may add its own: ``BuiltPolicy.harness``)."""
+    from sleuth.harness import BudgetConfig, HarnessConfig
 
-    return make_baseline(policy)
+    return HarnessConfig(
+        budget=BudgetConfig(total=budget, max_turns=max_turns), max_reply_tokens=max_reply_tokens
+    )
 
 
 @app.command()
@@ -261,21 +263,15 @@ def make_policy(
 def run(
     query: str,
     index: IndexOpt,
+    policy: PolicyOpt = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
-    api_key: Annotated[
-        str, typer.Option(envvar="OPENAI_API_KEY", help="API key for --base-url.")
-    ] = "EMPTY",
+    api_key: ApiKeyOpt = "EMPTY",
     fmt: FormatOpt = "chat",
-    policy: PolicyOpt = None,
-    adapter: Annotated[
-        str | None, typer.Option(help="LoRA adapter folder for a local model.")
-    ] = None,
+    adapter: AdapterOpt = None,
     budget: Annotated[int, typer.Option(help="Token budget T.")] = 32768,
     max_turns: Annotated[int, typer.Option(help="Maximum turns.")] = 128,
-    max_reply_tokens: Annotated[
-        int | None, typer.Option(help="Cap on each reply's length.")
-    ] = None,
+    max_reply_tokens: ReplyTokensOpt = DEFAULT_REPLY_TOKENS,
     trajectory: Annotated[
         Path | None, typer.Option(help="Write the trajectory JSONL here.")
     ] = None,
@@ -285,9 +281,7 @@ def run(
     as_json: JsonOpt = False,
 ) -> None:
     """Run the subagent on one query: ranked documents (+ the trajectory file)."""
-    from dataclasses import replace
-
-    from sleuth.harness import BudgetConfig, HarnessConfig, run_query
+    from sleuth.harness import run_query
     from sleuth.io import check_file_target
 
     _at_least(max_reply_tokens, 1, "--max-reply-tokens")
@@ -299,20 +293,15 @@ def run(
         raise InputError(
             f"--model {model}: no such local model file or folder (or give --base-url)"
         )
+    config = _harness_config(budget, max_turns, max_reply_tokens)
     tools = _toolbox(index, reranker)
-    chosen = make_policy(policy, model, base_url, api_key, fmt, adapter)
-    if policy and not (model or base_url) and policy != "local":
-        from sleuth.eval.baselines import tools_for
-
-        tools = tools_for(policy, tools)  # bm25 / dense search with one retriever
-    local = base_url is None
-    config = HarnessConfig(
-        budget=replace(BudgetConfig(), max_turns=max_turns),
-        max_reply_tokens=max_reply_tokens or (1024 if local else None),
-        echo_reasoning=fmt == "harmony",
-    )
+    built = chosen_policy(policy, model, base_url, fmt, api_key, adapter)
     result = run_query(
-        tools, query, policy=chosen, budget=budget, trajectory=trajectory, config=config
+        built.tools(tools),
+        query,
+        policy=built.factory(0),
+        trajectory=trajectory,
+        config=built.harness(config),
     )
     if as_json:
         print(json.dumps(result, ensure_ascii=False))
@@ -358,19 +347,18 @@ def eval_cmd(
     index: IndexOpt,
     tasks: Annotated[Path, typer.Option(help="Task JSONL (SPEC §8).")],
     out: Annotated[Path, typer.Option(help="Output folder; rerun with it to resume.")],
-    policy: Annotated[
-        str,
-        typer.Option(help="heuristic | single-pass | bm25 | dense | local | openai:MODEL@BASE_URL"),
-    ] = "heuristic",
+    policy: PolicyOpt = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
+    api_key: ApiKeyOpt = "EMPTY",
     fmt: FormatOpt = "chat",
-    adapter: Annotated[str | None, typer.Option(help="LoRA adapter for a local model.")] = None,
+    adapter: AdapterOpt = None,
     rollouts: Annotated[int, typer.Option(help="Rollouts per query, fused (the report's 4x).")] = 1,
     fuse: Annotated[str, typer.Option(help="Fusion of rollouts.")] = "rrf",
     concurrency: Annotated[int, typer.Option(help="Queries run at once.")] = 4,
     budget: Annotated[int, typer.Option(help="Token budget T.")] = 32768,
     max_turns: Annotated[int, typer.Option(help="Maximum turns.")] = 128,
+    max_reply_tokens: ReplyTokensOpt = DEFAULT_REPLY_TOKENS,
     limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
     beta: Annotated[float, typer.Option(help="β of F_β.")] = 4.0,
     retry_failed: Annotated[
@@ -384,24 +372,16 @@ def eval_cmd(
     from sleuth.tasks import load_tasks
 
     _at_least(limit, 0, "--limit")
+    _at_least(max_reply_tokens, 1, "--max-reply-tokens")
     _at_least(budget, 1, "--budget")
     _at_least(max_turns, 1, "--max-turns")
     check_folder_target(out, "--out")
     task_list = load_tasks(tasks)[:limit]
-    config = _harness_config(
-        budget, max_turns, local=policy == "local" or (model and not base_url), fmt=fmt
-    )
-    if policy == "local" or model:
-        loaded = make_policy(
-            "local" if not base_url else None, model, base_url, fmt=fmt, adapter=adapter
-        )
-        chosen = _fresh_policy_factory(loaded)
-    else:
-        chosen = policy
-    label = None if isinstance(chosen, str) else (model or "local")
+    config = _harness_config(budget, max_turns, max_reply_tokens)
+    built = chosen_policy(policy, model, base_url, fmt, api_key, adapter)
     summary = run_eval(
         task_list,
-        chosen,
+        built,
         _toolbox(index),
         out,
         concurrency=concurrency,
@@ -410,33 +390,12 @@ def eval_cmd(
         harness_config=config,
         beta=beta,
         retry_failed=retry_failed,
-        label=label,
     )
     if as_json:
         print(json.dumps(summary))
     else:
         print((Path(out) / "summary.md").read_text())
         console.print(f"report: {Path(out) / 'report.html'}")
-
-
-def _harness_config(budget: int, max_turns: int, local: bool, fmt: str = "chat"):
-    """Harness settings; a local small model gets a context-sized budget and short replies."""
-    from sleuth.harness import BudgetConfig, HarnessConfig
-
-    return HarnessConfig(
-        budget=BudgetConfig(total=budget, max_turns=max_turns),
-        max_reply_tokens=1024 if local else None,
-        echo_reasoning=fmt == "harmony",
-    )
-
-
-def _fresh_policy_factory(loaded):
-    """Policies keep per-run state; share the loaded weights, make a fresh wrapper per run."""
-    from sleuth.policies.local_hf import LocalHFPolicy
-
-    if isinstance(loaded, LocalHFPolicy):
-        return lambda: loaded.fresh(seed=None)
-    return lambda: loaded
 
 
 @serve_app.command("mcp")
@@ -446,13 +405,12 @@ def serve_mcp(
     http: Annotated[bool, typer.Option(help="Streamable HTTP instead of stdio.")] = False,
     host: Annotated[str, typer.Option(help="HTTP host.")] = "127.0.0.1",
     port: Annotated[int, typer.Option(help="HTTP port.")] = 8765,
-    policy: Annotated[
-        str | None, typer.Option(help="Subagent policy for the `search` tool.")
-    ] = None,
+    policy: PolicyOpt = None,
     model: ModelOpt = None,
     base_url: BaseUrlOpt = None,
-    api_key: Annotated[str, typer.Option(envvar="OPENAI_API_KEY")] = "EMPTY",
+    api_key: ApiKeyOpt = "EMPTY",
     budget: Annotated[int | None, typer.Option(help="Token budget T of `search`.")] = None,
+    max_reply_tokens: ReplyTokensOpt = DEFAULT_REPLY_TOKENS,
     reranker: Annotated[
         str | None, typer.Option(help="none | cross-encoder:PATH | endpoint:MODEL@URL")
     ] = None,
@@ -471,18 +429,23 @@ def serve_mcp(
     ] = False,
 ) -> None:
     """Serve the four tools and the whole subagent (`search`) over MCP (stdio; optional HTTP)."""
-    from sleuth.serve import McpServerConfig, policy_factory_for, serve
+    from sleuth.harness import HarnessConfig
+    from sleuth.serve import McpServerConfig, serve, serving_policy
 
     if not 1 <= port <= 65535:
         raise InputError(f"--port must be between 1 and 65535, got {port}")
-    factory = policy_factory_for(policy, model=model, base_url=base_url, api_key=api_key)
+    _at_least(max_reply_tokens, 1, "--max-reply-tokens")
+    built = serving_policy(policy, model=model, base_url=base_url, api_key=api_key)
+    harness = built.harness(HarnessConfig(max_reply_tokens=max_reply_tokens))
     serve(
         index,
         "http" if http else "stdio",
         host,
         port,
-        factory,
-        McpServerConfig(reranker=reranker, budget=budget, trajectory_dir=trajectory_dir),
+        built.factory,
+        McpServerConfig(
+            reranker=reranker, harness=harness, budget=budget, trajectory_dir=trajectory_dir
+        ),
         token=token,
         insecure=insecure,
     )
@@ -672,7 +635,7 @@ def train_sft(
     out: Annotated[Path, typer.Option(help="Output folder (teacher runs, checkpoints, model).")],
     model: StudentOpt = None,
     teacher: Annotated[
-        str, typer.Option(help="heuristic | openai:MODEL@URL | local:PATH")
+        str, typer.Option(help="Policy spec: heuristic | openai:MODEL@URL | local:PATH | ...")
     ] = "heuristic",
     rollouts_per_task: Annotated[int, typer.Option(help="Teacher rollouts per task.")] = 1,
     epochs: Annotated[int, typer.Option(help="Passes over kept sequences.")] = 2,
@@ -813,7 +776,10 @@ def demo(
         "sleuth-demo"
     ),
     policy: Annotated[
-        str, typer.Option(help="Subagent policy: local (SmolLM2) or any eval policy name.")
+        str,
+        typer.Option(
+            help="Subagent policy spec: local (the shipped SmolLM2 + adapter) or any other."
+        ),
     ] = "local",
 ) -> None:
     """The main job on the embedded default: offline, no server, no API key."""

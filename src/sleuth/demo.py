@@ -16,8 +16,7 @@ from __future__ import annotations
 
 import json
 import random
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -30,12 +29,12 @@ from sleuth.errors import IndexIncompleteError, InputError
 from sleuth.harness import BudgetConfig, HarnessConfig, load_trajectory
 from sleuth.index import Index
 from sleuth.io import atomic_write_text
+from sleuth.policies.spec import BuiltPolicy, adapter_settings, build_policy, shipped_adapter
 from sleuth.tasks import Task, load_tasks, read_2wiki
-from sleuth.tools.toolbox import Toolbox, ToolConfig
+from sleuth.tools.toolbox import Toolbox
 
 CORPUS = "data/benchmarks/2wikimultihopqa/2wikimultihopqa_dev_200.jsonl"
 OFFLINE_TASKS = "data/tasks/2wiki_offline_tasks.jsonl"
-ADAPTER = "data/adapters/smollm2-sleuth"
 TABLE_METRICS = {
     "final_answer_found": "found",
     "recall": "recall",
@@ -72,15 +71,12 @@ class DemoConfig:
 class SubagentRun:
     label: str
     folder: str
-    policy: str | Callable[[], Any]
-    harness: HarnessConfig
-    tools: ToolConfig | None = None
+    policy: BuiltPolicy
 
 
 def adapter_policy() -> dict[str, Any]:
     """Settings and training-task ids of the packaged adapter; empty when none ships."""
-    path = resources.files("sleuth").joinpath(ADAPTER, "sleuth_policy.json")
-    return json.loads(path.read_text(encoding="utf-8")) if path.is_file() else {}
+    return adapter_settings(shipped_adapter())
 
 
 def packaged_corpus() -> tuple[list[Document], list[Task], list[Task]]:
@@ -128,63 +124,25 @@ def build_or_reuse_index(path: Path, docs: list[Document], console: Console) -> 
     return Index.open(path)
 
 
+DEMO_HARNESS = HarnessConfig(budget=BudgetConfig(total=8192, max_turns=6), max_reply_tokens=256)
+
+
 def subagent_runs(policy: str, config: DemoConfig) -> list[SubagentRun]:
-    """The subagent runs: the packaged adapter (and the untrained model), or a named policy."""
-    default = HarnessConfig(budget=BudgetConfig(total=8192, max_turns=6), max_reply_tokens=256)
-    if policy != "local":
-        return [SubagentRun(f"{policy} subagent", "subagent", policy, default)]
-    from sleuth.policies.local_hf import LocalHFPolicy, smollm2_gguf_path
-
-    gguf = str(smollm2_gguf_path())
+    """The subagent runs: ``local`` (the shipped adapter, and beside it the untrained model under
+    the same settings), or any other policy spec."""
+    built = build_policy(policy)
     settings = adapter_policy()
-    if not settings:  # no trained adapter shipped: the base model under the full prompt
-        return [
-            SubagentRun(
-                "SmolLM2-135M subagent",
-                "subagent",
-                _greedy(LocalHFPolicy.load(gguf), "smollm2"),
-                default,
-            )
-        ]
-    h = settings["harness"]
-    harness = HarnessConfig(
-        budget=BudgetConfig(
-            total=h["budget"],
-            per_call_tokens=h["per_call_tokens"],
-            reply_reserve=h["reply_reserve"],
-            max_turns=h["max_turns"],
-        ),
-        max_reply_tokens=h["max_reply_tokens"],
-        max_documents=h["max_documents"],
-        system_prompt=h["system_prompt"],
-    )
-    tools = ToolConfig(**settings["tools"])
-    adapter = str(resources.files("sleuth").joinpath(ADAPTER))
-    trained = LocalHFPolicy.load(gguf, adapter=adapter)
+    if policy != "local" or not settings:
+        return [SubagentRun(f"{policy} subagent", "subagent", built)]
     label = f"SmolLM2-135M + {settings['phase'].upper()} adapter"
-    runs = [SubagentRun(label, "subagent", _greedy(trained, "smollm2-sleuth"), harness, tools)]
+    runs = [SubagentRun(label, "subagent", built)]
     if config.untrained_too:
-        base = LocalHFPolicy.load(gguf)
-        runs.append(
-            SubagentRun(
-                "SmolLM2-135M untrained",
-                "subagent-untrained",
-                _greedy(base, "smollm2"),
-                harness,
-                tools,
-            )
-        )
+        from sleuth.policies.local_hf import smollm2_gguf_path
+
+        base = build_policy(f"local:{smollm2_gguf_path()}")
+        same = replace(base, wrap_tools=built.wrap_tools, configure=built.configure)
+        runs.append(SubagentRun("SmolLM2-135M untrained", "subagent-untrained", same))
     return runs
-
-
-def _greedy(loaded: Any, name: str) -> Callable[[], Any]:
-    """A fresh greedy policy per run over shared weights (policies keep per-run state)."""
-
-    def factory() -> Any:
-        return loaded.fresh(temperature=0.0, name=name)
-
-    factory.__name__ = name
-    return factory
 
 
 def run_demo(
@@ -209,18 +167,17 @@ def run_demo(
         )
     runs = subagent_runs(policy, config)
     for run in runs:
-        budget = run.harness.budget
+        budget = run.policy.harness(DEMO_HARNESS).budget
         console.print(
             f"[bold]{run.label}[/bold] on {len(sub)} tasks (T={budget.total}, ≤{budget.max_turns} turns)"
         )
-        run_tools = Toolbox(index, run.tools) if run.tools else tools
         summaries[run.label] = run_eval(
             sub,
             run.policy,
-            run_tools,
+            tools,
             out / run.folder,
             concurrency=1,
-            harness_config=run.harness,
+            harness_config=DEMO_HARNESS,
             label=run.label,
         )
         folders[run.label] = run.folder

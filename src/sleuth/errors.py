@@ -21,6 +21,11 @@ class InputError(SleuthError, ValueError):
         super().__init__(f"{where}: {message}" if where else message)
 
 
+class ConfigError(InputError):
+    """A setting out of range or inconsistent with another: every config validation raises it.
+    A kind of bad user input (the CLI prints it on one line and exits 2)."""
+
+
 class IndexIncompleteError(SleuthError, RuntimeError):
     """An index whose last ingest did not finish; re-running the same ingest resumes it."""
 

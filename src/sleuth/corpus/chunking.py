@@ -12,6 +12,7 @@ import re
 from collections.abc import Iterator
 
 from sleuth.corpus.models import Chunk, Document, chunk_id
+from sleuth.errors import ConfigError
 from sleuth.tokens import TokenCounter, default_counter
 
 _SEGMENT_END = re.compile(r"\n\s*\n|(?<=[.!?;:])\s+|(?<=[。！？；])\s*|\n")
@@ -101,7 +102,7 @@ def chunk_document(
 ) -> list[Chunk]:
     """Split one document into chunks of at most ``max_tokens`` tokens (exact count)."""
     if max_tokens < 8:
-        raise ValueError("max_tokens must be at least 8")
+        raise ConfigError("max_tokens must be at least 8")
     counter = counter or default_counter()
     text = doc.text
     chunks: list[Chunk] = []

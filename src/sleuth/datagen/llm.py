@@ -9,9 +9,10 @@ bit for bit with no network:
 * ``replay``: never call; a missing key is a :class:`CacheMissError` naming the stage and key;
 * ``auto``: replay what is stored, call and store what is not.
 
-Live calls are rate limited (requests per second) and retried with exponential backoff on
-connection errors, timeouts, 429 and 5xx. Token usage (and cost, given prices per 1k tokens) is
-tallied per pipeline stage in ``ledger.json`` of the run directory.
+Live calls are rate limited (requests per second) and retried by tenacity, with exponential backoff
+and jitter (at least a server's ``Retry-After``), on what :func:`sleuth.policies.http.is_retryable`
+calls transient; every retry is counted in the ledger. Token usage (and cost, given prices per 1k
+tokens) is tallied per pipeline stage in ``ledger.json`` of the run directory.
 """
 
 from __future__ import annotations
@@ -28,9 +29,17 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
+from tenacity import (
+    RetryCallState,
+    Retrying,
+    retry_if_exception,
+    stop_after_attempt,
+    wait_exponential_jitter,
+)
 
-from sleuth.errors import InputError, SleuthError
+from sleuth.errors import ConfigError, SleuthError
 from sleuth.io import atomic_write_text
+from sleuth.policies.http import is_retryable, openai_client
 
 Message = dict[str, Any]
 
@@ -121,9 +130,9 @@ class LLMConfig:
     requests_per_second: float | None = None
     """Upper bound on live request starts per second; None = unlimited."""
     max_retries: int = 4
-    """Retries after the first attempt, on connection errors, timeouts, 429 and 5xx."""
+    """Retries after the first attempt, on transient failures (connection errors, 429, 503...)."""
     backoff_s: float = 1.0
-    """First retry delay; doubles on each retry, capped at ``max_backoff_s``."""
+    """First retry delay; doubles on each retry (plus jitter), capped at ``max_backoff_s``."""
     max_backoff_s: float = 30.0
     timeout_s: float = 120.0
     price_prompt_per_1k: float = 0.0
@@ -135,9 +144,9 @@ class LLMConfig:
     def __post_init__(self) -> None:
         self.mode = CacheMode(self.mode)
         if self.cache_dir is None and self.mode != CacheMode.RECORD:
-            raise InputError(f"cache mode {self.mode} needs a cache directory (or use 'record')")
+            raise ConfigError(f"cache mode {self.mode} needs a cache directory (or use 'record')")
         if self.requests_per_second is not None and self.requests_per_second <= 0:
-            raise InputError("requests per second must be positive (or unset for no limit)")
+            raise ConfigError("requests per second must be positive (or unset for no limit)")
 
 
 def request_key(model: str, messages: list[Message], tools: Any, params: dict[str, Any]) -> str:
@@ -201,6 +210,8 @@ class StageUsage(BaseModel):
     completion_tokens: int = 0
     cost_usd: float = 0.0
     """Spent on live calls only; a replayed call costs nothing."""
+    retries: int = 0
+    """Live requests resent after a transient failure."""
 
 
 class Ledger:
@@ -228,6 +239,11 @@ class Ledger:
                 row.cost_usd += (
                     usage.prompt_tokens * self.prices[0] + usage.completion_tokens * self.prices[1]
                 ) / 1000
+            self._save()
+
+    def add_retry(self, stage: str) -> None:
+        with self._lock:
+            self.stages.setdefault(stage, StageUsage()).retries += 1
             self._save()
 
     def _save(self) -> None:
@@ -286,7 +302,7 @@ class ChatLLM:
         raw = self._lookup(key, stage)
         replayed = raw is not None
         if raw is None:
-            raw = self._call(messages, tools, sent)
+            raw = self._call(messages, tools, sent, stage)
             if self.cache is not None:
                 request = {"model": self.config.model, "messages": messages, "tools": tools}
                 self.cache.put(key, request | {"params": sent, "sample": sample}, raw)
@@ -306,44 +322,61 @@ class ChatLLM:
         return raw
 
     def _call(
-        self, messages: list[Message], tools: list[dict[str, Any]] | None, params: dict[str, Any]
+        self,
+        messages: list[Message],
+        tools: list[dict[str, Any]] | None,
+        params: dict[str, Any],
+        stage: str,
     ) -> dict[str, Any]:
         import openai
 
         extra = {"tools": tools} if tools else {}
-        for attempt in range(self.config.max_retries + 1):
-            self.limiter.wait()
-            try:
-                response = self._openai().chat.completions.create(
-                    model=self.config.model, messages=messages, **extra, **params
-                )
-                return response.model_dump(mode="json")
-            except (
-                openai.APIConnectionError,
-                openai.RateLimitError,
-                openai.InternalServerError,
-            ) as e:
-                if attempt == self.config.max_retries:
-                    raise LLMError(
-                        f"{self.config.model}: gave up after {attempt + 1} tries: {e}"
-                    ) from e
-                time.sleep(min(self.config.backoff_s * 2**attempt, self.config.max_backoff_s))
-            except openai.APIStatusError as e:
-                raise LLMError(
-                    f"{self.config.model}: request rejected ({e.status_code}): {e}"
-                ) from e
-        raise AssertionError("unreachable")
+        retrying = Retrying(
+            retry=retry_if_exception(is_retryable),
+            stop=stop_after_attempt(self.config.max_retries + 1),
+            wait=self._wait,
+            before_sleep=lambda state: self.ledger.add_retry(stage),
+            reraise=True,
+        )
+        try:
+            for attempt in retrying:
+                with attempt:
+                    self.limiter.wait()
+                    response = self._openai().chat.completions.create(
+                        model=self.config.model, messages=messages, **extra, **params
+                    )
+        except openai.APIStatusError as e:
+            if is_retryable(e):
+                raise LLMError(self._gave_up(retrying, e)) from e
+            raise LLMError(f"{self.config.model}: request rejected ({e.status_code}): {e}") from e
+        except openai.APIError as e:
+            raise LLMError(self._gave_up(retrying, e)) from e
+        return response.model_dump(mode="json")
+
+    def _gave_up(self, retrying: Retrying, error: Exception) -> str:
+        tries = retrying.statistics.get("attempt_number", 1)
+        return f"{self.config.model}: gave up after {tries} tries: {error}"
+
+    def _wait(self, state: RetryCallState) -> float:
+        """Exponential backoff with jitter, and never less than the server's ``Retry-After``."""
+        backoff = wait_exponential_jitter(
+            multiplier=self.config.backoff_s,
+            max=self.config.max_backoff_s,
+            jitter=self.config.backoff_s,
+        )(state)
+        error = state.outcome.exception() if state.outcome else None
+        response = getattr(error, "response", None)
+        header = response.headers.get("retry-after", "") if response is not None else ""
+        return max(backoff, float(header)) if header.replace(".", "", 1).isdigit() else backoff
 
     def _openai(self) -> Any:
         # Built on first live call, so replay never touches the network stack.
         if self._client is None:
-            import openai
-
-            self._client = openai.OpenAI(
-                base_url=self.config.base_url,
-                api_key=self.config.api_key,
-                timeout=self.config.timeout_s,
-                max_retries=0,  # retries are ours, so they are counted and rate limited
+            self._client = openai_client(
+                self.config.base_url,
+                self.config.api_key,
+                self.config.timeout_s,
+                max_retries=0,  # retries are tenacity's, so each is counted and rate limited
             )
         return self._client
 

@@ -50,6 +50,7 @@ from sleuth.datagen.masking import (
 from sleuth.datagen.quality import QualityReport, StageTally, build_report
 from sleuth.datagen.quotes import normalize
 from sleuth.datagen.verify import QuoteEvidence, answer_pattern, verify_extraction
+from sleuth.errors import ConfigError
 from sleuth.tasks import Task
 
 GENERATOR = "offline-link-v1"
@@ -96,9 +97,9 @@ class OfflineConfig:
 
     def __post_init__(self) -> None:
         if len(self.mix) != 3 or any(m < 0 for m in self.mix) or sum(self.mix) <= 0:
-            raise ValueError(f"mix {self.mix} needs three non-negative shares, e.g. (4, 4, 2)")
+            raise ConfigError(f"mix {self.mix} needs three non-negative shares, e.g. (4, 4, 2)")
         if self.min_distractors > self.distractors:
-            raise ValueError(
+            raise ConfigError(
                 f"min_distractors ({self.min_distractors}) exceeds distractors "
                 f"({self.distractors}); lower min_distractors"
             )

@@ -1,7 +1,7 @@
 """Evaluation (SPEC §7): a resumable, concurrent runner, baselines, scoring and reports."""
 
 from sleuth.eval.aggregate import aggregate_records, summarize
-from sleuth.eval.baselines import POLICY_NAMES, RetrieverToolbox, make_policy, tools_for
+from sleuth.eval.baselines import POLICY_NAMES, RetrieverToolbox, one_retriever
 from sleuth.eval.fusion import fuse_rankings, fuse_summaries, score_rollouts
 from sleuth.eval.heuristic import HeuristicAgent
 from sleuth.eval.report import write_report
@@ -16,7 +16,7 @@ __all__ = [
     "fuse_rankings",
     "fuse_summaries",
     "load_results",
-    "make_policy",
+    "one_retriever",
     "run_eval",
     "run_eval_on_index",
     "score_files",
@@ -24,6 +24,5 @@ __all__ = [
     "score_summary",
     "score_trajectory",
     "summarize",
-    "tools_for",
     "write_report",
 ]

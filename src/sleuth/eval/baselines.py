@@ -5,10 +5,8 @@
 * ``bm25`` / ``dense``: the same policy, but ``search_corpus`` ranks by one retriever only
   (:class:`RetrieverToolbox`); packing, exclusion and budgets are unchanged.
 * ``heuristic``: a scripted multi-step agent (:mod:`sleuth.eval.heuristic`).
-* ``openai:MODEL@BASE_URL``: any OpenAI-compatible chat endpoint with tool calling.
 
-A policy keeps per-run state (its requests), so the runner asks :func:`make_policy` for a fresh
-one per run; :func:`tools_for` gives the tools a baseline needs.
+The names are policy specs (:mod:`sleuth.policies.spec` builds them, with every other policy).
 """
 
 from __future__ import annotations
@@ -18,16 +16,13 @@ from typing import Any, Literal
 
 from sleuth.corpus.models import doc_id_of
 from sleuth.errors import InputError
-from sleuth.eval.heuristic import HeuristicAgent
 from sleuth.eval.transcript import final_answer, observations, query_of
-from sleuth.harness.policy import Policy
 from sleuth.harness.schemas import SEARCH_CORPUS
-from sleuth.policies.scripted import Reply, ScriptedPolicy, call, turn
+from sleuth.policies.scripted import Reply, call, turn
 from sleuth.tools.base import Tools
 from sleuth.tools.toolbox import Toolbox
 
-POLICY_NAMES = ("single-pass", "bm25", "dense", "heuristic")
-_RETRIEVER = {"bm25": "lexical", "dense": "dense"}
+POLICY_NAMES = ("single-pass", "bm25", "dense", "heuristic")  # the baselines of SPEC §7
 Retriever = Literal["lexical", "dense"]
 
 
@@ -60,41 +55,13 @@ class RetrieverToolbox(Toolbox):
         return self.index.dense_search(self.index.embedder.embed_query(query), k, excluded)
 
 
-def make_policy(name: str, **options: Any) -> Policy:
-    """A fresh policy by name; ``options`` go to the heuristic agent or the OpenAI policy.
+def one_retriever(tools: Tools, retriever: Retriever) -> Tools:
+    """``tools`` with ``search_corpus`` ranking by one retriever (the ``bm25``/``dense`` baselines).
 
     Raises:
-        InputError: an unknown name, or ``openai:`` without ``MODEL@BASE_URL``.
+        InputError: ``tools`` is not a ``Toolbox`` over an index.
     """
-    if name in ("single-pass", "bm25", "dense"):
-        return _named(ScriptedPolicy(single_pass_script), name)
-    if name == "heuristic":
-        return _named(ScriptedPolicy(HeuristicAgent(**options)), name)
-    if name.startswith("openai:"):
-        return _openai_policy(name, options)
-    known = ", ".join([*POLICY_NAMES, "openai:MODEL@BASE_URL"])
-    raise InputError(f"unknown policy {name!r}; choose one of {known}")
-
-
-def tools_for(name: str, tools: Tools) -> Tools:
-    """The tools policy ``name`` runs against: a one-retriever toolbox for ``bm25``/``dense``."""
-    if name not in _RETRIEVER:
-        return tools
     if not isinstance(tools, Toolbox):
+        name = "bm25" if retriever == "lexical" else "dense"
         raise InputError(f"policy {name!r} needs a Toolbox over an index")
-    retriever: Retriever = "lexical" if name == "bm25" else "dense"
     return RetrieverToolbox(tools, retriever)
-
-
-def _named(policy: ScriptedPolicy, name: str) -> ScriptedPolicy:
-    policy.name = name  # recorded in the trajectory header
-    return policy
-
-
-def _openai_policy(spec: str, options: dict[str, Any]) -> Policy:
-    model, _, base_url = spec.removeprefix("openai:").partition("@")
-    if not model or not base_url:
-        raise InputError(f"policy {spec!r}: write it as openai:MODEL@BASE_URL")
-    from sleuth.policies.openai_chat import OpenAIChatPolicy
-
-    return OpenAIChatPolicy(model, base_url=base_url, **options)

@@ -22,7 +22,7 @@ import hashlib
 import json
 import math
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,11 +33,9 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemaining
 
 from sleuth.errors import InputError
 from sleuth.eval.aggregate import summarize
-from sleuth.eval.baselines import make_policy, tools_for
 from sleuth.eval.fusion import FUSERS, RRF_K, score_rollouts
 from sleuth.eval.report import write_report
 from sleuth.harness.loop import Harness, HarnessConfig
-from sleuth.harness.policy import Policy
 from sleuth.index import Index
 from sleuth.io import (
     append_jsonl,
@@ -46,6 +44,7 @@ from sleuth.io import (
     folder_lock,
     read_jsonl,
 )
+from sleuth.policies.spec import BuiltPolicy, PolicyFactory, build_policy
 from sleuth.tasks.schema import Task, load_tasks
 from sleuth.tools.base import Tools
 from sleuth.tools.toolbox import Toolbox
@@ -55,8 +54,6 @@ RESULTS = "results.jsonl"
 RUN_INFO = "run.json"
 SUMMARY = "summary.json"
 _CHECKED = ("policy", "rollouts", "fuse", "rrf_k", "beta")  # must match to resume
-
-PolicyFactory = Callable[[], Policy]
 
 
 @dataclass(frozen=True)
@@ -75,7 +72,7 @@ class _Job:
 
 def run_eval(
     tasks: Sequence[Task],
-    policy: str | PolicyFactory,
+    policy: str | BuiltPolicy | PolicyFactory,
     tools: Tools,
     out_dir: str | Path,
     *,
@@ -94,16 +91,17 @@ def run_eval(
 
     Args:
         tasks: the task set (ids unique).
-        policy: a name for :func:`sleuth.eval.baselines.make_policy` (``single-pass``, ``bm25``,
-            ``dense``, ``heuristic``, ``openai:MODEL@URL``), or a function returning a fresh
-            policy (called once per rollout).
+        policy: a policy spec (``single-pass``, ``bm25``, ``heuristic``, ``openai:MODEL@URL``...;
+            see :mod:`sleuth.policies.spec`), a built one, or a seed -> fresh policy function
+            (called once per rollout with the rollout's index).
         tools: the retrieval tools (a ``Toolbox``; ``bm25``/``dense`` wrap it).
         out_dir: where results, trajectories and reports go; rerun with it to resume.
         concurrency: queries run at the same time (rollouts of one query run in turn).
         rollouts: runs per query; above 1 their final lists are fused (``fuse``).
         fuse: the fusion of rollouts; only ``rrf`` (k = ``rrf_k``).
         trajectories_dir: where trajectory files go (default ``out_dir/trajectories``).
-        harness_config: budget and loop settings for every run.
+        harness_config: budget and loop settings for every run (a spec's policy adds what it
+            needs, e.g. a trained adapter's settings).
         beta: β of F_β in the metrics and the reward.
         retry_failed: run again the queries whose every rollout failed.
         progress: show a progress bar.
@@ -117,14 +115,22 @@ def run_eval(
     _check_settings(tasks, concurrency, rollouts, fuse, beta, rrf_k)
     out = Path(out_dir)
     check_folder_target(out, "--out")
+    built = build_policy(policy) if isinstance(policy, str) else policy
     if label is None:
-        label = policy if isinstance(policy, str) else getattr(policy, "__name__", "custom")
+        label = (
+            built.label if isinstance(built, BuiltPolicy) else getattr(policy, "__name__", "custom")
+        )
     run = {"schema_version": RECORD_SCHEMA_VERSION, "policy": label, "rollouts": rollouts}
     run |= {"fuse": fuse if rollouts > 1 else None, "rrf_k": rrf_k, "beta": beta}
+    if isinstance(built, BuiltPolicy):
+        make_policy, tools = built.factory, built.tools(tools)
+        harness = built.harness(harness_config)
+    else:
+        make_policy, harness = built, harness_config or HarnessConfig()
     job = _Job(
-        make_policy=_factory(policy),
-        tools=tools_for(policy, tools) if isinstance(policy, str) else tools,
-        harness=harness_config or HarnessConfig(),
+        make_policy=make_policy,
+        tools=tools,
+        harness=harness,
         out_dir=out,
         trajectories_dir=Path(trajectories_dir) if trajectories_dir else out / "trajectories",
         rollouts=rollouts,
@@ -171,8 +177,8 @@ def _run_task(task: Task, job: _Job) -> dict[str, Any]:
     """Run every rollout of one query and build its record."""
     paths = [_trajectory_path(job, task.id, r) for r in range(job.rollouts)]
     runs = [
-        Harness(job.tools, job.make_policy(), job.harness).run(task.query, trajectory_path=p)
-        for p in paths
+        Harness(job.tools, job.make_policy(seed), job.harness).run(task.query, trajectory_path=p)
+        for seed, p in enumerate(paths)
     ]
     summaries = [t.summary() for t in runs]
     scored = score_rollouts(task, summaries, job.beta, job.rrf_k)
@@ -219,13 +225,6 @@ def _run_all(
                 bar.advance(task_bar)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _factory(policy: str | PolicyFactory) -> PolicyFactory:
-    if not isinstance(policy, str):
-        return policy
-    make_policy(policy)  # a bad name fails here, once, rather than in every worker
-    return lambda: make_policy(policy)
 
 
 def _check_settings(

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from sleuth.errors import ConfigError
+
 BUDGET_TOKENS = 32_768  # report §2.4: T_budget; the report's usage line reads X/32,768
 PER_CALL_TOKENS = 4_096  # report §2.4: S_budget, the most one search or read may return
 REPLY_RESERVE_TOKENS = 1_024  # ours: room always left for the policy's next reply
@@ -49,22 +51,22 @@ class BudgetConfig:
         object.__setattr__(self, "soft_threshold", soft)
         object.__setattr__(self, "hard_cutoff", hard)
         if not 0 < soft < hard <= t:
-            raise ValueError(
+            raise ConfigError(
                 f"need 0 < soft_threshold ({soft}) < hard_cutoff ({hard}) <= total ({t}); "
                 "raise total or move the thresholds"
             )
         if self.reply_reserve < 1 or self.reply_reserve + self.min_tool_tokens >= t:
-            raise ValueError(
+            raise ConfigError(
                 f"reply_reserve ({self.reply_reserve}) + min_tool_tokens ({self.min_tool_tokens})"
                 f" must be positive and below total ({t}); lower them or raise total"
             )
         if not 0 < self.min_tool_tokens <= self.per_call_tokens:
-            raise ValueError(
+            raise ConfigError(
                 f"need 0 < min_tool_tokens ({self.min_tool_tokens}) <= per_call_tokens "
                 f"({self.per_call_tokens}); raise per_call_tokens"
             )
         if self.max_turns < 1:
-            raise ValueError(f"max_turns ({self.max_turns}) must be at least 1")
+            raise ConfigError(f"max_turns ({self.max_turns}) must be at least 1")
 
     @property
     def observation_limit(self) -> int:

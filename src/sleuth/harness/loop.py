@@ -35,7 +35,7 @@ from time import perf_counter
 from typing import Any
 from uuid import uuid4
 
-from sleuth.errors import InputError
+from sleuth.errors import ConfigError, InputError
 from sleuth.harness.act import JobOutcome, ToolJob, drop_chunks, keep_first, run_jobs
 from sleuth.harness.answer import parse_answer
 from sleuth.harness.budget import (
@@ -109,11 +109,11 @@ class HarnessConfig:
 
     def __post_init__(self) -> None:
         if self.max_workers < 1:
-            raise ValueError(f"max_workers ({self.max_workers}) must be at least 1")
+            raise ConfigError(f"max_workers ({self.max_workers}) must be at least 1")
         if self.max_documents < 1:
-            raise ValueError(f"max_documents ({self.max_documents}) must be at least 1")
+            raise ConfigError(f"max_documents ({self.max_documents}) must be at least 1")
         if self.empty_retries < 0:
-            raise ValueError(f"empty_retries ({self.empty_retries}) must not be negative")
+            raise ConfigError(f"empty_retries ({self.empty_retries}) must not be negative")
 
 
 class Harness:
@@ -421,7 +421,8 @@ class _Episode:
         return self.policy.count_tokens(self.view.messages(), TOOL_SCHEMAS)
 
     def _assistant_message(self, output: PolicyOutput, calls: list[ToolCall]) -> Message:
-        message: Message = {"role": "assistant", "content": output.text or (None if calls else "")}
+        # always a string: llama.cpp's server answers HTTP 500 to null (and to a missing key)
+        message: Message = {"role": "assistant", "content": output.text}
         if calls:
             message["tool_calls"] = [
                 {

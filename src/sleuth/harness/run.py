@@ -19,10 +19,7 @@ def run_query(
     tools: Tools,
     query: str,
     *,
-    policy: Policy | None = None,
-    model: str | None = None,
-    base_url: str | None = None,
-    api_key: str = "EMPTY",
+    policy: Policy,
     budget: int | None = None,
     trajectory: str | Path | None = None,
     config: HarnessConfig | None = None,
@@ -32,8 +29,7 @@ def run_query(
     Args:
         tools: the retrieval tools (the CLI passes a ``Toolbox`` over the index).
         query: the question to find documents for.
-        policy: a ready policy; otherwise an OpenAI-compatible chat policy is built from
-            ``model``, ``base_url`` and ``api_key``.
+        policy: a fresh policy (build one from a spec with :func:`sleuth.policies.make_policy`).
         budget: token budget T; the soft and hard thresholds follow it (report §2.4).
         trajectory: where to write the trajectory JSONL; default
             ``$SLEUTH_HOME/runs/<id>.jsonl``.
@@ -45,14 +41,8 @@ def run_query(
         ids, best first, each once.
 
     Raises:
-        InputError: no policy and no model were given, or the query is blank.
+        InputError: the query is blank, or the budget is out of range.
     """
-    if policy is None:
-        if not model:
-            raise InputError("no policy: pass a model name (and a base URL for a local server)")
-        from sleuth.policies.openai_chat import OpenAIChatPolicy
-
-        policy = OpenAIChatPolicy(model, base_url=base_url, api_key=api_key)
     config = _with_budget(config or HarnessConfig(), budget)
     path = Path(trajectory) if trajectory else sleuth_home() / "runs" / f"{uuid4().hex}.jsonl"
     record = Harness(tools, policy, config).run(query, path)

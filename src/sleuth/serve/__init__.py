@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from typing import Any
 
-__all__ = ["McpServerConfig", "build_server", "policy_factory_for", "run_server", "serve"]
+__all__ = [
+    "McpServerConfig",
+    "build_server",
+    "policy_factory_for",
+    "run_server",
+    "serve",
+    "serving_policy",
+]
 
 
 def __getattr__(name: str) -> Any:

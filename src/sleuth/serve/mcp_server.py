@@ -27,11 +27,10 @@ answers at once (a stateless server has no event stream), so readiness probes ne
 from __future__ import annotations
 
 import argparse
-import functools
 import hmac
 import os
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -44,22 +43,26 @@ from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Receive, Scope, Send
 
 from sleuth.errors import InputError, SleuthError
-from sleuth.eval.baselines import make_policy
 from sleuth.harness.act import ToolJob, call_tool, failure_text
 from sleuth.harness.loop import HarnessConfig
-from sleuth.harness.policy import Policy
 from sleuth.harness.run import run_query
 from sleuth.harness.schemas import GREP_CORPUS, READ_DOCUMENT, SEARCH_CORPUS
 from sleuth.index import Index
+from sleuth.policies.spec import (
+    DEFAULT_POLICY,
+    BuiltPolicy,
+    PolicyFactory,
+    PolicyOptions,
+    build_policy,
+    spec_from_options,
+)
 from sleuth.tools.rerank import make_reranker
 from sleuth.tools.schemas import GREP, READ
 from sleuth.tools.toolbox import Toolbox, ToolConfig
 from sleuth.tools.types import ChunkHit, ToolResult, render_result
 
-PolicyFactory = Callable[[], Policy]
 Transport = Literal["stdio", "http"]
 
-DEFAULT_POLICY = "heuristic"  # scripted multi-step agent: serves offline, no model needed
 DEFAULT_HOST = "127.0.0.1"  # local only; expose it further on purpose, behind your own auth
 DEFAULT_PORT = 8765  # not 8000, which `chroma run` takes by default
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")  # where the SDK checks Host and Origin
@@ -228,7 +231,7 @@ class SleuthTools:
             run = run_query(
                 self.toolbox,
                 query,
-                policy=self.policy_factory(),
+                policy=self.policy_factory(0),
                 config=self.config.harness,
                 budget=self.config.budget,
                 trajectory=self._trajectory_path(),
@@ -305,6 +308,26 @@ def build_server(
     return server
 
 
+def serving_policy(
+    policy: str | None = None,
+    *,
+    model: str | None = None,
+    base_url: str | None = None,
+    api_key: str = "EMPTY",
+) -> BuiltPolicy:
+    """The subagent policy the command line asked for: a spec (``--policy``), or the older
+    ``--model``/``--base-url`` options (:func:`sleuth.policies.spec.spec_from_options`).
+
+    Raises:
+        InputError: contradictory options, an unknown spec, or a one-retriever baseline
+            (``bm25``/``dense`` need the eval runner's toolbox).
+    """
+    spec = spec_from_options(policy, model=model, base_url=base_url)
+    if spec in ("bm25", "dense"):
+        raise InputError(f"--policy {spec} is an eval baseline; serve heuristic or a model")
+    return build_policy(spec, PolicyOptions(api_key=api_key))
+
+
 def policy_factory_for(
     policy: str | None = None,
     *,
@@ -312,26 +335,8 @@ def policy_factory_for(
     base_url: str | None = None,
     api_key: str = "EMPTY",
 ) -> PolicyFactory:
-    """The subagent policy the CLI asked for: a chat model endpoint, or a named policy.
-
-    Raises:
-        InputError: a base URL without a model, both a model and a policy name, an unknown
-            name, or a one-retriever
-            baseline (``bm25``/``dense`` need the eval runner's toolbox).
-    """
-    if base_url and not model:
-        raise InputError("--base-url needs --model")
-    if model:
-        if policy:
-            raise InputError("give --model (with --base-url) or --policy, not both")
-        from sleuth.policies.openai_chat import OpenAIChatPolicy
-
-        return functools.partial(OpenAIChatPolicy, model, base_url=base_url, api_key=api_key)
-    name = policy or DEFAULT_POLICY
-    if name in ("bm25", "dense"):
-        raise InputError(f"--policy {name} is an eval baseline; serve heuristic or a model")
-    make_policy(name)  # an unknown name fails now, not on the first search
-    return functools.partial(make_policy, name)
+    """seed -> fresh policy of :func:`serving_policy`."""
+    return serving_policy(policy, model=model, base_url=base_url, api_key=api_key).factory
 
 
 def serve(
@@ -456,7 +461,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     p.add_argument(
         "--port", type=int, default=DEFAULT_PORT, help="HTTP port (default %(default)s)."
     )
-    p.add_argument("--policy", help=f"Subagent policy name (default {DEFAULT_POLICY}).")
+    p.add_argument("--policy", help=f"Subagent policy spec (default {DEFAULT_POLICY}).")
     p.add_argument("--model", help="Chat model for the subagent (OpenAI-compatible endpoint).")
     p.add_argument("--base-url", help="Endpoint of --model, e.g. http://127.0.0.1:8000/v1.")
     p.add_argument(

@@ -11,6 +11,8 @@ import os
 from collections.abc import Sequence
 from typing import Protocol
 
+from sleuth.errors import ConfigError
+
 
 class Reranker(Protocol):
     def score(self, query: str, texts: Sequence[str]) -> list[float]:
@@ -71,6 +73,6 @@ def make_reranker(spec: str | None) -> Reranker | None:
     if spec.startswith("endpoint:") and "@" in spec:
         model, url = spec[len("endpoint:") :].split("@", 1)
         return EndpointReranker(url, model)
-    raise ValueError(
+    raise ConfigError(
         f"unknown reranker {spec!r}; use none, cross-encoder:PATH or endpoint:MODEL@URL"
     )

@@ -13,6 +13,8 @@ from typing import Any
 
 import torch
 
+from sleuth.errors import ConfigError
+
 TRAIN_EXTRA = 'pip install "sleuth[train]"'
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
@@ -44,11 +46,11 @@ class StudentConfig:
 
     def __post_init__(self) -> None:
         if self.dtype not in DTYPES:
-            raise ValueError(f"dtype {self.dtype!r} unknown; use one of {sorted(DTYPES)}")
+            raise ConfigError(f"dtype {self.dtype!r} unknown; use one of {sorted(DTYPES)}")
         if self.adapter is not None and not self.lora:
-            raise ValueError("adapter is a LoRA adapter; set lora=True or merge it into the model")
+            raise ConfigError("adapter is a LoRA adapter; set lora=True or merge it into the model")
         if self.lora_r < 1:
-            raise ValueError(f"lora_r ({self.lora_r}) must be at least 1")
+            raise ConfigError(f"lora_r ({self.lora_r}) must be at least 1")
 
 
 def _require_train_deps() -> None:

@@ -26,11 +26,9 @@ from typing import Any
 
 from sleuth.harness.policy import PolicyOutput
 from sleuth.harness.trajectory import Trajectory
-from sleuth.policies.local_hf import render_ids as render_prompt_ids
-from sleuth.policies.local_hf import to_chat
+from sleuth.policies.chatml import render_ids as render_prompt_ids
+from sleuth.policies.chatml import stop_token_id, to_chat
 from sleuth.train.sequences import TrainSequence, TurnTokens, turns_to_sequences
-
-STOP_TOKEN = "<|im_end|>"  # ChatML's end of turn, where LocalHFPolicy stops sampling
 
 
 def has_token_ids(trajectory: Trajectory) -> bool:
@@ -73,16 +71,6 @@ def reply_text(output: PolicyOutput) -> str:
         ],
     }
     return to_chat([message], [])[0]["content"]
-
-
-def stop_token_id(tokenizer: Any) -> int:
-    """The id that ends a reply: ChatML's ``<|im_end|>`` when the vocabulary has it, else EOS."""
-    token_id = tokenizer.convert_tokens_to_ids(STOP_TOKEN)
-    if isinstance(token_id, int) and token_id != tokenizer.unk_token_id:
-        return token_id
-    if tokenizer.eos_token_id is None:
-        raise ValueError("the tokenizer has neither <|im_end|> nor an EOS token to end a reply")
-    return int(tokenizer.eos_token_id)
 
 
 def rerendered_turn_tokens(trajectory: Trajectory, tokenizer: Any) -> list[TurnTokens]:

@@ -39,6 +39,7 @@ from typing import Any, Literal
 
 import torch
 
+from sleuth.errors import ConfigError, InputError
 from sleuth.harness.budget import BudgetConfig
 from sleuth.harness.loop import HarnessConfig
 from sleuth.harness.trajectory import Trajectory
@@ -167,18 +168,18 @@ class RLConfig:
         }
         for name, value in positive.items():
             if value < 1:
-                raise ValueError(f"{name} ({value}) must be at least 1")
+                raise ConfigError(f"{name} ({value}) must be at least 1")
         if self.rollouts_per_query < 2:
-            raise ValueError(
+            raise ConfigError(
                 f"rollouts_per_query ({self.rollouts_per_query}) must be at least 2: advantages "
                 "compare the rollouts of one query"
             )
         if not 0.0 <= self.w_min <= self.w_max:
-            raise ValueError(f"need 0 <= w_min <= w_max, got [{self.w_min}, {self.w_max}]")
+            raise ConfigError(f"need 0 <= w_min <= w_max, got [{self.w_min}, {self.w_max}]")
         if self.kl_coef > 0 and not self.student.lora:
-            raise ValueError("kl_coef > 0 needs LoRA (the reference is the base without adapter)")
+            raise ConfigError("kl_coef > 0 needs LoRA (the reference is the base without adapter)")
         if self.kl_coef > 0 and self.aggregation == "prompt_mean":
-            raise ValueError("kl_coef > 0 supports token_mean or token_sum aggregation only")
+            raise ConfigError("kl_coef > 0 supports token_mean or token_sum aggregation only")
 
     @classmethod
     def cpu_small(cls, model_path: str, out_dir: str = "runs/rl-cpu", **overrides: Any) -> RLConfig:
@@ -654,7 +655,7 @@ def run_rl(
         run_rl(replace(cfg, student=replace(cfg.student, adapter="runs/sft/model")), tasks, tools)
     """
     if not tasks:
-        raise ValueError("no training tasks")
+        raise InputError("no training tasks")
     out = Path(config.out_dir)
     metrics_path, rollouts_path = out / "metrics.jsonl", out / "rollouts.jsonl"
     torch.manual_seed(config.seed)

@@ -25,17 +25,15 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from sleuth.harness.loop import Harness, HarnessConfig
-from sleuth.harness.policy import Policy, PolicyOutput
+from sleuth.harness.policy import Policy
 from sleuth.harness.trajectory import Trajectory
-from sleuth.policies.local_hf import LocalHFPolicy, parse_tool_calls
+from sleuth.policies.local_hf import LocalHFPolicy
+from sleuth.policies.openai_completions import OpenAICompletionsPolicy
+from sleuth.policies.spec import PolicyFactory
 from sleuth.tasks.schema import Task
 from sleuth.tools.base import Tools
-from sleuth.train.render import render_prompt_ids, stop_token_id
 
 RAY_INSTALL = "pip install 'ray[default]'"
-
-PolicyFactory = Callable[[int], Policy]
-"""Builds the policy of one rollout from its seed."""
 
 
 @dataclass(frozen=True)
@@ -119,67 +117,6 @@ class LocalRolloutEngine:
         """Same weights object; only switch to eval mode so concurrent samplers agree on it."""
         self.model = model
         model.eval()
-
-
-class OpenAICompletionsPolicy:
-    """Samples through ``/v1/completions`` with token-id prompts; records ids and log-probs.
-
-    vLLM specifics: ``return_tokens_as_token_ids`` makes each returned token read
-    ``"token_id:<id>"``, so ids never go through detokenisation; ``logprobs=1`` returns the
-    sampled token's log-prob (at the request's temperature: use 1.0 for RL).
-    """
-
-    def __init__(
-        self,
-        client: Any,
-        model: str,
-        tokenizer: Any,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        seed: int | None = None,
-        max_new_tokens: int | None = None,
-    ):
-        self.name = f"openai-completions:{model}"
-        self.client = client
-        self.model = model
-        self.tokenizer = tokenizer
-        self.temperature = temperature
-        self.top_p = top_p
-        self.seed = seed
-        self.max_new_tokens = max_new_tokens
-        self.stop_id = stop_token_id(tokenizer)
-
-    def count_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:
-        return len(render_prompt_ids(self.tokenizer, messages, tools))
-
-    def generate(
-        self, messages: list[dict[str, Any]], tools: list[dict[str, Any]], max_tokens: int
-    ) -> PolicyOutput:
-        prompt_ids = render_prompt_ids(self.tokenizer, messages, tools)
-        response = self.client.completions.create(
-            model=self.model,
-            prompt=prompt_ids,
-            max_tokens=min(max_tokens, self.max_new_tokens or max_tokens),
-            temperature=self.temperature,
-            top_p=self.top_p,
-            seed=self.seed,
-            logprobs=1,
-            extra_body={"return_tokens_as_token_ids": True, "skip_special_tokens": False},
-        )
-        choice = response.choices[0]
-        token_ids = [int(str(t).rsplit(":", 1)[1]) for t in choice.logprobs.tokens]
-        logprobs = [float(x) for x in choice.logprobs.token_logprobs]
-        body = token_ids[:-1] if token_ids and token_ids[-1] == self.stop_id else token_ids
-        text = self.tokenizer.decode(body, skip_special_tokens=False)
-        return PolicyOutput(
-            text=text,
-            tool_calls=parse_tool_calls(text),
-            prompt_token_ids=prompt_ids,
-            token_ids=token_ids,
-            logprobs=logprobs,
-            finish_reason=choice.finish_reason,
-            usage={"prompt_tokens": len(prompt_ids), "completion_tokens": len(token_ids)},
-        )
 
 
 class OpenAICompletionsEngine:

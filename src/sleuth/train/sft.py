@@ -27,11 +27,12 @@ from typing import Any
 import torch
 from pydantic import BaseModel
 
+from sleuth.errors import ConfigError
 from sleuth.harness.loop import HarnessConfig
 from sleuth.harness.policy import Policy, PolicyOutput
 from sleuth.harness.trajectory import Trajectory, load_trajectory
 from sleuth.io import atomic_write_text
-from sleuth.policies.local_hf import LocalHFPolicy
+from sleuth.policies.spec import PolicyFactory, PolicyOptions, build_policy, parse_policy_spec
 from sleuth.tasks.schema import Task
 from sleuth.tools.base import Tools
 from sleuth.train.checkpoint import latest_checkpoint, restore_training_state, save_checkpoint
@@ -44,7 +45,7 @@ from sleuth.train.model import (
     save_student,
 )
 from sleuth.train.render import fit_to_length, render_prompt_ids, rerendered_turn_tokens
-from sleuth.train.rollout import PolicyFactory, RolloutJob, collect_rollouts
+from sleuth.train.rollout import RolloutJob, collect_rollouts
 from sleuth.train.runlog import log_step, plot_log, truncate_log
 from sleuth.train.sequences import (
     TrainSequence,
@@ -98,16 +99,16 @@ class SFTConfig:
 
     def __post_init__(self) -> None:
         if self.batch_size < 1 or self.micro_batch_size < 1:
-            raise ValueError("batch_size and micro_batch_size must be at least 1")
+            raise ConfigError("batch_size and micro_batch_size must be at least 1")
         if self.batch_size % self.micro_batch_size:
-            raise ValueError(
+            raise ConfigError(
                 f"batch_size ({self.batch_size}) must be a multiple of micro_batch_size "
                 f"({self.micro_batch_size})"
             )
         if self.epochs < 1 or self.rollouts_per_task < 1:
-            raise ValueError("epochs and rollouts_per_task must be at least 1")
+            raise ConfigError("epochs and rollouts_per_task must be at least 1")
         if self.max_seq_len < 2:
-            raise ValueError(f"max_seq_len ({self.max_seq_len}) must be at least 2")
+            raise ConfigError(f"max_seq_len ({self.max_seq_len}) must be at least 2")
 
 
 class SFTReport(BaseModel):
@@ -150,22 +151,15 @@ class StudentBudget:
 
 
 def teacher_factory(spec: str, **options: Any) -> PolicyFactory:
-    """seed -> teacher policy, from a name as ``sleuth train sft --teacher`` takes it.
+    """seed -> teacher policy, from a policy spec as ``sleuth train sft --teacher`` takes it.
 
-    ``heuristic`` (the scripted agent of :mod:`sleuth.eval.baselines`; ``options`` are its
-    knobs), ``openai:MODEL@BASE_URL`` (an OpenAI-compatible chat endpoint), or ``local:PATH``
-    (a model folder or ``.gguf`` sampled in-process; loaded once, one seeded sampler per run).
+    Any spec of :mod:`sleuth.policies.spec` (``heuristic``, whose knobs are ``options``;
+    ``openai:MODEL@URL``; ``local:PATH``, loaded once and sampled at temperature 1 with one seeded
+    sampler per run). Built now, so a bad spec fails before any rollout thread starts.
     """
-    if spec.startswith("local:"):
-        base = LocalHFPolicy.load(spec.removeprefix("local:"))
-        temperature = float(options.get("temperature", 1.0))
-        return lambda seed: LocalHFPolicy(
-            base.model, base.tokenizer, temperature=temperature, seed=seed, name=spec
-        )
-    from sleuth.eval.baselines import make_policy  # eval sits beside train; import on use
-
-    make_policy(spec, **options)  # fail now on a bad name, not inside a rollout thread
-    return lambda seed: make_policy(spec, **options)
+    parsed = parse_policy_spec(spec)
+    sampled = 1.0 if parsed.kind == "local" else None
+    return build_policy(parsed, PolicyOptions(agent=options, temperature=sampled)).factory
 
 
 def teacher_jobs(

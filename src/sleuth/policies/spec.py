@@ -1,0 +1,327 @@
+"""Policy specs: the one grammar, and the one builder, behind every way of choosing a policy
+(``sleuth run``/``eval``/``demo``/``serve mcp``, the SFT teacher, the Python API).
+
+Grammar::
+
+    heuristic | single-pass | bm25 | dense   scripted policies (:data:`SCRIPTED`, extensible)
+    local[:PATH]                             a transformers model in-process (HF folder or .gguf)
+    openai:MODEL@URL                         an OpenAI-compatible chat endpoint with tool calling
+    harmony:MODEL@URL                        a gpt-oss model over /v1/completions (harmony)
+
+``local`` alone is the shipped SmolLM2-135M with the shipped SFT adapter, decoded greedily under
+the settings it was trained with; ``local:PATH`` is that model untouched (an adapter comes from
+:class:`PolicyOptions`). A spec builds a :class:`BuiltPolicy`: a :data:`PolicyFactory` (seed in,
+fresh policy out, since policies keep per-run state) plus the tool and harness settings the policy
+needs (one retriever for ``bm25``/``dense``, the adapter's prompt and budget for ``local``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from sleuth.errors import InputError
+from sleuth.harness.loop import HarnessConfig
+from sleuth.harness.policy import Policy
+from sleuth.tools.base import Tools
+
+PolicyFactory = Callable[[int], Policy]
+"""Builds the policy of one run from its seed (policies keep per-run state)."""
+
+DEFAULT_POLICY = "heuristic"
+"""The policy of ``sleuth run``, ``sleuth eval`` and the MCP ``search`` tool when none is given."""
+
+SHIPPED_ADAPTER = "data/adapters/smollm2-sleuth"
+ADAPTER_SETTINGS = "sleuth_policy.json"  # the harness and tool settings an adapter trained under
+_SERVED = re.compile(r"(?P<model>.+?)@(?P<url>https?://\S+)")
+_PREFIXES = ("local", "openai", "harmony")
+
+
+@dataclass(frozen=True)
+class PolicySpec:
+    """A parsed spec: ``kind`` is a scripted name or one of ``local``, ``openai``, ``harmony``;
+    ``model`` is the served model name (or the local path); ``base_url`` the server."""
+
+    kind: str
+    model: str | None = None
+    base_url: str | None = None
+
+    def __str__(self) -> str:
+        if self.base_url:
+            return f"{self.kind}:{self.model}@{self.base_url}"
+        return f"{self.kind}:{self.model}" if self.model else self.kind
+
+
+@dataclass(frozen=True)
+class PolicyOptions:
+    """What a spec does not say: credentials, sampling, limits, the heuristic agent's knobs."""
+
+    api_key: str = "EMPTY"
+    adapter: str | None = None
+    """LoRA adapter folder for ``local``/``local:PATH``; its ``sleuth_policy.json``, when present,
+    sets the harness and tool settings it was trained under."""
+    temperature: float | None = None
+    """None: greedy for local models, the server's default for endpoints."""
+    timeout_s: float = 600.0
+    max_retries: int = 4
+    agent: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword arguments of the heuristic agent."""
+
+
+def _same(value: Any) -> Any:
+    return value
+
+
+@dataclass(frozen=True)
+class BuiltPolicy:
+    """A spec made runnable: fresh policies, and the tools and harness settings they need."""
+
+    spec: PolicySpec
+    factory: PolicyFactory
+    wrap_tools: Callable[[Tools], Tools] = _same
+    configure: Callable[[HarnessConfig], HarnessConfig] = _same
+
+    @property
+    def label(self) -> str:
+        return str(self.spec)
+
+    def tools(self, tools: Tools) -> Tools:
+        """The tools this policy runs against (e.g. a one-retriever toolbox for ``bm25``)."""
+        return self.wrap_tools(tools)
+
+    def harness(self, base: HarnessConfig | None = None) -> HarnessConfig:
+        """``base`` with what this policy needs (an adapter's trained settings, reasoning echo)."""
+        return self.configure(base or HarnessConfig())
+
+
+Builder = Callable[[PolicySpec, PolicyOptions], BuiltPolicy]
+
+
+def parse_policy_spec(text: str) -> PolicySpec:
+    """Parse a spec (grammar in the module docstring).
+
+    Raises:
+        InputError: an unknown name, or a malformed ``local:``/``openai:``/``harmony:`` spec.
+    """
+    text = text.strip()
+    if text in SCRIPTED or text == "local":
+        return PolicySpec(text)
+    kind, sep, rest = text.partition(":")
+    if not sep or kind not in _PREFIXES:
+        raise InputError(f"unknown policy {text!r}; choose one of {', '.join(policy_grammar())}")
+    if kind == "local":
+        if not rest:
+            raise InputError(f"policy {text!r}: write local, or local:PATH (HF folder or .gguf)")
+        return PolicySpec(kind, rest)
+    served = _SERVED.fullmatch(rest)
+    if served is None:
+        raise InputError(
+            f"policy {text!r}: write it as {kind}:MODEL@BASE_URL (http:// or https://)"
+        )
+    return PolicySpec(kind, served["model"], served["url"])
+
+
+def policy_grammar() -> list[str]:
+    """Every form a spec can take, for help texts and error messages."""
+    return [*SCRIPTED, "local[:PATH]", "openai:MODEL@BASE_URL", "harmony:MODEL@BASE_URL"]
+
+
+def build_policy(spec: str | PolicySpec, options: PolicyOptions | None = None) -> BuiltPolicy:
+    """The one policy builder. Loads weights and checks the spec now, so a bad choice fails before
+    any run starts.
+
+    Raises:
+        InputError: a bad spec, or a local path or adapter that does not exist.
+    """
+    parsed = spec if isinstance(spec, PolicySpec) else parse_policy_spec(spec)
+    builder = SCRIPTED.get(parsed.kind) or _SERVED_BUILDERS[parsed.kind]
+    return builder(parsed, options or PolicyOptions())
+
+
+def spec_from_options(
+    policy: str | None = None,
+    model: str | None = None,
+    base_url: str | None = None,
+    fmt: str = "chat",
+) -> str:
+    """The spec that the older options name: ``--model M --base-url U`` is ``openai:M@U``
+    (``harmony:M@U`` with ``--format harmony``), ``--model PATH`` alone is ``local:PATH``.
+
+    Raises:
+        InputError: options that contradict each other or name no policy.
+    """
+    if fmt not in ("chat", "harmony"):
+        raise InputError(f"unknown --format {fmt!r}; use chat or harmony")
+    if base_url and not model:
+        raise InputError("--base-url needs --model (the served model name)")
+    if model and policy:
+        raise InputError("give --model (with --base-url) or --policy, not both")
+    if fmt == "harmony" and not base_url:
+        raise InputError("--format harmony needs --model and --base-url")
+    if model and base_url:
+        return f"{'harmony' if fmt == 'harmony' else 'openai'}:{model}@{base_url}"
+    if model:
+        return f"local:{model}"
+    return policy or DEFAULT_POLICY
+
+
+def make_policy(spec: str, seed: int = 0, **options: Any) -> Policy:
+    """One fresh policy from a spec (``options`` are :class:`PolicyOptions` fields)."""
+    return build_policy(spec, PolicyOptions(**options)).factory(seed)
+
+
+# ---------------------------------------------------------------- scripted
+
+
+def _named(policy: Any, name: str) -> Any:
+    policy.name = name  # recorded in the trajectory header
+    return policy
+
+
+def _single_pass(spec: PolicySpec, options: PolicyOptions) -> BuiltPolicy:
+    from sleuth.eval.baselines import one_retriever, single_pass_script
+    from sleuth.policies.scripted import ScriptedPolicy
+
+    def factory(seed: int) -> Policy:
+        return _named(ScriptedPolicy(single_pass_script), spec.kind)
+
+    retriever = {"bm25": "lexical", "dense": "dense"}.get(spec.kind)
+    if retriever is None:
+        return BuiltPolicy(spec, factory)
+    return BuiltPolicy(spec, factory, wrap_tools=lambda tools: one_retriever(tools, retriever))
+
+
+def _heuristic(spec: PolicySpec, options: PolicyOptions) -> BuiltPolicy:
+    from sleuth.eval.heuristic import HeuristicAgent
+    from sleuth.policies.scripted import ScriptedPolicy
+
+    HeuristicAgent(**options.agent)  # bad knobs fail now, not in a worker thread
+
+    def factory(seed: int) -> Policy:
+        return _named(ScriptedPolicy(HeuristicAgent(**options.agent)), spec.kind)
+
+    return BuiltPolicy(spec, factory)
+
+
+SCRIPTED: dict[str, Builder] = {
+    "heuristic": _heuristic,
+    "single-pass": _single_pass,
+    "bm25": _single_pass,
+    "dense": _single_pass,
+}
+"""Scripted (model-free) policies by name; add an entry to offer a new one."""
+
+
+# ---------------------------------------------------------------- models
+
+
+def _openai_chat(spec: PolicySpec, options: PolicyOptions) -> BuiltPolicy:
+    from sleuth.policies.openai_chat import OpenAIChatPolicy
+
+    def factory(seed: int) -> Policy:
+        return OpenAIChatPolicy(
+            spec.model or "",
+            base_url=spec.base_url,
+            api_key=options.api_key,
+            temperature=options.temperature,
+            timeout_s=options.timeout_s,
+            max_retries=options.max_retries,
+        )
+
+    return BuiltPolicy(spec, factory)
+
+
+def _harmony(spec: PolicySpec, options: PolicyOptions) -> BuiltPolicy:
+    from sleuth.policies.harmony import HarmonyPolicy
+
+    temperature = 1.0 if options.temperature is None else options.temperature
+
+    def factory(seed: int) -> Policy:
+        return HarmonyPolicy(
+            model=spec.model or "",
+            base_url=spec.base_url,
+            api_key=options.api_key,
+            temperature=temperature,
+            timeout_s=options.timeout_s,
+            max_retries=options.max_retries,
+        )
+
+    return BuiltPolicy(spec, factory, configure=lambda config: replace(config, echo_reasoning=True))
+
+
+def shipped_adapter() -> Path | None:
+    """The SFT adapter that ships with sleuth, when this install has one."""
+    folder = Path(str(resources.files("sleuth").joinpath(SHIPPED_ADAPTER)))
+    return folder if (folder / "adapter_config.json").is_file() else None
+
+
+def adapter_settings(adapter: str | Path | None) -> dict[str, Any]:
+    """An adapter's ``sleuth_policy.json`` (training settings and task ids); empty when absent."""
+    path = Path(adapter) / ADAPTER_SETTINGS if adapter else None
+    return json.loads(path.read_text(encoding="utf-8")) if path and path.is_file() else {}
+
+
+def _local(spec: PolicySpec, options: PolicyOptions) -> BuiltPolicy:
+    from sleuth.policies.local_hf import LocalHFPolicy, smollm2_gguf_path
+
+    adapter = options.adapter or (None if spec.model else shipped_adapter())
+    path = spec.model or str(smollm2_gguf_path())
+    for needed in (path, adapter):
+        if needed is not None and not Path(needed).exists():
+            raise InputError(f"policy {spec}: {needed} does not exist")
+    loaded = LocalHFPolicy.load(path, adapter=adapter)
+    name = Path(str(adapter or path)).name
+    temperature = options.temperature or 0.0
+
+    def factory(seed: int) -> Policy:
+        return loaded.fresh(temperature=temperature, seed=seed, name=name)
+
+    settings = adapter_settings(adapter)
+    if not settings:
+        return BuiltPolicy(spec, factory)
+    return BuiltPolicy(
+        spec,
+        factory,
+        wrap_tools=lambda tools: _with_tool_settings(tools, settings["tools"]),
+        configure=lambda config: trained_harness(config, settings["harness"]),
+    )
+
+
+def trained_harness(base: HarnessConfig, h: Mapping[str, Any]) -> HarnessConfig:
+    """``base`` under an adapter's trained prompt, budget and reply length."""
+    budget = replace(
+        base.budget,
+        total=h["budget"],
+        per_call_tokens=h["per_call_tokens"],
+        reply_reserve=h["reply_reserve"],
+        max_turns=h["max_turns"],
+        soft_threshold=None,
+        hard_cutoff=None,
+    )
+    return replace(
+        base,
+        budget=budget,
+        max_reply_tokens=h["max_reply_tokens"],
+        max_documents=h["max_documents"],
+        system_prompt=h["system_prompt"],
+    )
+
+
+def _with_tool_settings(tools: Tools, settings: Mapping[str, Any]) -> Tools:
+    from sleuth.tools.toolbox import Toolbox, ToolConfig
+
+    if not isinstance(tools, Toolbox):
+        return tools
+    return Toolbox(tools.index, ToolConfig(**settings), tools.reranker, tools.counter)
+
+
+_SERVED_BUILDERS: dict[str, Builder] = {
+    "local": _local,
+    "openai": _openai_chat,
+    "harmony": _harmony,
+}
