@@ -41,8 +41,8 @@ def test_summary_md_counts_failed_queries_and_policy_errors(tmp_path):
 
     with StubServer(reply) as server:
 
-        def policy() -> OpenAIChatPolicy:
-            return OpenAIChatPolicy("m", base_url=server.base_url, retries=0)
+        def policy(seed: int) -> OpenAIChatPolicy:
+            return OpenAIChatPolicy("m", base_url=server.base_url, max_retries=0)
 
         out = tmp_path / "out"
         summary = run_eval(tasks, policy, Toolbox(Index.open(index)), out, progress=False)

@@ -268,9 +268,9 @@ def test_every_fuzzed_run_ends_with_a_written_trajectory(toolbox: Toolbox, tmp_p
             path = tmp_path / f"run-{runs}.jsonl"
             runs += 1
             try:
-                record = Harness(
-                    toolbox, OpenAIChatPolicy("fuzz", client=client, retries=0), config
-                ).run(_text(fuzzer.queries), path)
+                record = Harness(toolbox, OpenAIChatPolicy("fuzz", client=client), config).run(
+                    _text(fuzzer.queries), path
+                )
             except Exception as exc:  # a crash: counted, then reported below
                 crashes += 1
                 pytest.fail(f"run {runs} crashed on {fuzzer.kinds[-1].name}: {exc!r}")

@@ -101,8 +101,8 @@ def test_eval_with_lone_surrogates_finishes_every_query_and_the_summary(tmp_path
     tools = Toolbox(Index.open(index_dir(tmp_path)))
     with StubServer(surrogate_reply) as server:
 
-        def policy() -> OpenAIChatPolicy:
-            return OpenAIChatPolicy("m", base_url=server.base_url, retries=0)
+        def policy(seed: int) -> OpenAIChatPolicy:
+            return OpenAIChatPolicy("m", base_url=server.base_url, max_retries=0)
 
         summary = run_eval(tasks, policy, tools, tmp_path / "out", concurrency=2, progress=False)
     records = list(read_jsonl(tmp_path / "out" / "results.jsonl"))
