@@ -237,7 +237,7 @@ def evaluate(
         model_path, adapter=adapter, dtype=getattr(torch, preset.dtype), device=preset.device
     )
 
-    def greedy() -> LocalHFPolicy:
+    def greedy(seed: int) -> LocalHFPolicy:
         return base.fresh(temperature=0.0, name=f"smollm2-{name}")
 
     summary = run_eval(

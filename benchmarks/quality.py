@@ -33,9 +33,10 @@ from rich.table import Table
 
 from sleuth.corpus import Document
 from sleuth.errors import IndexIncompleteError, InputError, SleuthError
-from sleuth.eval import POLICY_NAMES, load_results, make_policy, run_eval
+from sleuth.eval import POLICY_NAMES, load_results, run_eval
 from sleuth.eval.aggregate import bootstrap_interval, mean_defined, paired_bootstrap_difference
 from sleuth.index import Index
+from sleuth.policies import parse_policy_spec
 from sleuth.tasks import Task, read_2wiki, read_benchmark, read_hotpotqa, read_musique
 from sleuth.tools.toolbox import Toolbox
 
@@ -286,7 +287,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     args.datasets = _names(args.datasets, [*DATASETS, COMBINED], "dataset")
     args.policies = _names(args.policies, POLICY_NAMES, "policy")
     for policy in args.policies:
-        make_policy(policy)
+        parse_policy_spec(policy)
     if args.questions is not None and args.questions < 1:
         raise InputError(f"--questions ({args.questions}) must be at least 1")
     if args.concurrency < 1:
