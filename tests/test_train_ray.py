@@ -14,10 +14,10 @@ from pathlib import Path
 import pytest
 
 from sleuth.corpus.models import Document
-from sleuth.eval.baselines import make_policy
 from sleuth.harness.loop import HarnessConfig
 from sleuth.harness.trajectory import StopReason, load_trajectory
 from sleuth.index import Index
+from sleuth.policies import make_policy
 from sleuth.tasks.schema import Task
 from sleuth.tools.toolbox import Toolbox
 from sleuth.train.rollout import RolloutJob, collect_rollouts, collect_rollouts_ray
