@@ -1,11 +1,12 @@
 """A fuzzed chat endpoint: whatever a model server returns, every run ends with a written,
 parseable trajectory whose stop reason says what happened.
 
-A seeded generator plays over a thousand replies from a real HTTP server on 127.0.0.1 to the real
-``openai`` client: good tool calls and answers mixed with empty or missing ``choices``, null
-messages, HTTP 429/500/503, non-JSON and truncated bodies, truncated, enormous or deeply nested
-arguments, unknown tools, duplicate call ids and lone surrogates. The harness runs over a real
-index (Chroma, bm25s). Runs go one after another, so each run's replies are known.
+A seeded generator plays over a thousand replies from a real HTTP server on 127.0.0.1 to the
+``openai`` client sleuth's policies use (:func:`sleuth.policies.http.openai_client`): good tool
+calls and answers mixed with empty or missing ``choices``, null messages, HTTP 429/500/503,
+non-JSON and truncated bodies, truncated, enormous or deeply nested arguments, unknown tools,
+duplicate call ids and lone surrogates. The harness runs over a real index (Chroma, bm25s).
+Runs go one after another, so each run's replies are known.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import openai
 import pytest
 from fastapi.responses import JSONResponse, Response
 
@@ -28,13 +28,14 @@ from sleuth.harness.trajectory import StopReason, load_trajectory
 from sleuth.index import Index
 from sleuth.io import read_jsonl
 from sleuth.policies import OpenAIChatPolicy
+from sleuth.policies.http import openai_client
 from sleuth.tools.toolbox import Toolbox
 from tests.openai_stub import StubServer, _completion, assistant, tool_call
 
 SEED = 13
 MIN_OUTPUTS = 1000
 MAX_TURNS = 6
-RETRIES = 1  # each transient failure is tried twice; the server asks for a 1 ms wait
+RETRIES = 1  # a transient failure is tried twice; the server asks for a 1 ms wait
 FAST_RETRY = {"retry-after-ms": "1"}
 DOCS = [
     Document(id="nile", text="The Nile is a river in Africa. It flows north through Egypt."),
@@ -258,29 +259,27 @@ def _check_run(path: Path, record: Any, last: Kind) -> None:
 def test_every_fuzzed_run_ends_with_a_written_trajectory(toolbox: Toolbox, tmp_path: Path):
     fuzzer = Fuzzer(SEED)
     config = HarnessConfig(budget=BudgetConfig(max_turns=MAX_TURNS), tool_timeout_s=30)
-    runs = crashes = written = 0
+    runs = written = 0
+    crashes: list[str] = []
     stops: dict[str, int] = {}
     with StubServer(fuzzer) as server:
-        client = openai.OpenAI(
-            base_url=server.base_url, api_key="x", max_retries=RETRIES, timeout=30
-        )
+        client = openai_client(server.base_url, "x", timeout_s=30, max_retries=RETRIES)
         while len(fuzzer.kinds) < MIN_OUTPUTS:
             path = tmp_path / f"run-{runs}.jsonl"
             runs += 1
+            policy = OpenAIChatPolicy("fuzz", client=client)
             try:
-                record = Harness(toolbox, OpenAIChatPolicy("fuzz", client=client), config).run(
-                    _text(fuzzer.queries), path
-                )
-            except Exception as exc:  # a crash: counted, then reported below
-                crashes += 1
-                pytest.fail(f"run {runs} crashed on {fuzzer.kinds[-1].name}: {exc!r}")
+                record = Harness(toolbox, policy, config).run(_text(fuzzer.queries), path)
+            except Exception as exc:  # a crash: counted and reported, the fuzz goes on
+                crashes.append(f"run {runs} on {fuzzer.kinds[-1].name}: {exc!r:.300}")
+                continue
             written += path.is_file()
             _check_run(path, record, fuzzer.kinds[-1])
             stops[str(record.stop_reason)] = stops.get(str(record.stop_reason), 0) + 1
     print(
-        f"\nfuzz: {len(fuzzer.kinds)} outputs, {runs} runs, {crashes} crashes, "
+        f"\nfuzz: {len(fuzzer.kinds)} outputs, {runs} runs, {len(crashes)} crashes, "
         f"{written} trajectories written; stops {dict(sorted(stops.items()))}"
     )
-    assert crashes == 0 and written == runs
+    assert crashes == [] and written == runs
     assert set(stops) == {str(s) for s in StopReason} - {"interrupted"}
     assert {k.name for k in fuzzer.kinds} == {k.name for k in KINDS}
