@@ -1,17 +1,19 @@
 """Text from a model or a corpus is untrusted: lone surrogates never stop a write, a run or an
-eval (issue 13, item 9)."""
+eval (issue 13, item 9); zip member names never become paths (item 13)."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 import sys
+import zipfile
 from pathlib import Path
 
 from hypothesis import given
 from hypothesis import strategies as st
 
 from sleuth.corpus.models import Document
+from sleuth.corpus.readers import read_path
 from sleuth.eval.runner import run_eval
 from sleuth.harness.trajectory import StopReason, load_trajectory
 from sleuth.index import Index
@@ -109,3 +111,31 @@ def test_eval_with_lone_surrogates_finishes_every_query_and_the_summary(tmp_path
     assert sorted(r["task_id"] for r in records) == sorted(t.id for t in tasks)
     assert summary["overall"]["count"] == 10 and summary["overall"]["recall"] == 1.0
     assert (tmp_path / "out" / "summary.md").is_file()
+
+
+def test_zip_slip_names_are_only_ids_and_html_scripts_are_dropped(tmp_path, monkeypatch):
+    """Members named to escape the folder are read in memory, never written anywhere; they
+    stay document ids, and an HTML member's script never reaches the index."""
+    archive = tmp_path / "in" / "slip.zip"
+    archive.parent.mkdir()
+    with zipfile.ZipFile(archive, "w") as zf:
+        zf.writestr("../../evil.txt", "escaped text")
+        zf.writestr("/abs/root.txt", "absolute text")
+        zf.writestr("a/../../up.html", "<p>up here</p><script>steal()</script>")
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    index = Index.create(work / "index", embedder="hash")
+    index.ingest(list(read_path(archive)))
+    tools = Toolbox(Index.open(work / "index"))
+    assert tools.read_document("../../evil.txt").chunks[0].text == "escaped text"
+    assert tools.read_document("/abs/root.txt").chunks[0].text == "absolute text"
+    assert tools.read_document("a/../../up.html").chunks[0].text == "up here"
+    assert not tools.grep_corpus("steal").chunks
+    outside = [p for p in tmp_path.rglob("*") if work / "index" not in p.parents]
+    assert sorted(p.relative_to(tmp_path).as_posix() for p in outside) == [
+        "in",
+        "in/slip.zip",
+        "work",
+        "work/index",
+    ]
