@@ -11,17 +11,31 @@ building); every query is embedded with the real all-MiniLM-L6-v2, so search lat
 true query-embedding cost.
 
     python benchmarks/search_bench.py --chunks 100000 --queries 60
+
+grep at scale (``--grep-chunks 100000 1000000``): chunk rows are built directly from the same real
+chunk texts (no embedding, no BM25), each copy tagged with a unique reference token so the
+vocabulary grows with the corpus as it would in real data. ``grep_corpus`` (literal prefilter
+through word-piece postings, then the regex on the candidates) is timed side by side with the
+previous design (the regex over every chunk in corpus order until 5 matches), on rare words,
+common words, absent terms, case-insensitive phrases, pieces inside words and a pattern with no
+literal:
+
+    python benchmarks/search_bench.py --grep-only --grep-chunks 100000 1000000
 """
 
 from __future__ import annotations
 
 import argparse
+import random
+import re
 import statistics
 import tempfile
 import time
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import regex
 from rich.console import Console
 from rich.table import Table
 
@@ -30,10 +44,13 @@ from sleuth.corpus.chunking import chunk_document
 from sleuth.corpus.models import Document
 from sleuth.embed import HashEmbedder, make_embedder
 from sleuth.index import Index
+from sleuth.index.grepindex import GrepIndex
+from sleuth.index.lexical import ChunkRow, LexicalIndex
+from sleuth.tools.grep import GrepError, grep
 from sleuth.tools.rrf import rrf
 from sleuth.tools.toolbox import Toolbox
 
-console = Console()
+console = Console(width=120)
 
 
 class BuildEmbedder:
@@ -105,7 +122,19 @@ def main() -> None:
     ap.add_argument(
         "--ingest-sample", type=int, default=384, help="chunks for the ingest-throughput ratio"
     )
+    ap.add_argument("--grep-chunks", type=int, nargs="*", default=[], help="grep-at-scale sizes")
+    ap.add_argument("--grep-queries", type=int, default=12, help="patterns per grep category")
+    ap.add_argument("--grep-only", action="store_true", help="skip the full search benchmark")
     args = ap.parse_args()
+    if args.grep_chunks:
+        base = [c.text for d in shared_documents() for c in chunk_document(d, args.chunk_tokens, 8)]
+        for n in args.grep_chunks:
+            grep_at_scale(base, n, args.grep_queries)
+    if not args.grep_only:
+        search_bench(args)
+
+
+def search_bench(args: argparse.Namespace) -> None:
 
     with tempfile.TemporaryDirectory() as tmp:
         docs = build_corpus(args.chunks, args.chunk_tokens)
@@ -165,6 +194,94 @@ def main() -> None:
         f"ingest throughput: {ingest['ingest_cps']:.1f} chunks/s vs raw MiniLM {ingest['raw_cps']:.1f} "
         f"chunks/s on the same texts → ratio {ingest['ratio']:.2f}"
     )
+
+
+def naive_grep(rows: list[ChunkRow], pattern: str, max_matches: int = 5) -> list[ChunkRow]:
+    """The previous grep_corpus loop: the regex over every chunk in corpus order, each search
+    under the remaining time (here never reached, so every call runs to its answer)."""
+    compiled, found, deadline = regex.compile(pattern), [], time.perf_counter() + 3600
+    for row in rows:
+        if compiled.search(row.text, timeout=deadline - time.perf_counter()):
+            found.append(row)
+            if len(found) >= max_matches:
+                break
+    return found
+
+
+def grep_patterns(base: list[str], k: int, seed: int = 0) -> dict[str, list[str]]:
+    """Patterns by kind, drawn from the corpus vocabulary (absent ones are checked absent)."""
+    rng = random.Random(seed)
+    df = Counter(w for t in base for w in set(re.findall(r"[A-Za-z]{5,}", t)))
+    rare = sorted(w for w, n in df.items() if n == 1)
+    common = sorted(w for w, n in df.items() if n > len(base) // 200)
+    joined = "\n".join(base).lower()
+    absent = []
+    while len(absent) < k:
+        w = "".join(rng.choice("bcdfghjklmnpqrstvwxz") for _ in range(rng.randint(6, 9)))
+        if w not in joined:
+            absent.append(w)
+    pairs = [re.findall(r"[A-Z][a-z]{3,} [A-Z][a-z]{3,}", t) for t in rng.sample(base, 400)]
+    phrases = sorted({p for ps in pairs for p in ps})
+    return {
+        "rare word": [rf"\b{w}\b" for w in rng.sample(rare, k)],
+        "common word": [rf"\b{w}\b" for w in rng.sample(common, k)],
+        "absent term": absent,
+        "(?i) phrase": [f"(?i){re.escape(p)}" for p in rng.sample(phrases, k)],
+        "inside words": [w[1:-1] for w in rng.sample(rare, k)],
+        "no literal": [r"\d{4}-\d{2}-\d{2}", r"[A-Z]{2}\d{3}", r"\$\d+\.\d\d"][:k],
+    }
+
+
+def grep_at_scale(base: list[str], n_chunks: int, k: int) -> None:
+    """grep_corpus vs the previous full scan on ``n_chunks`` synthetic rows of real text."""
+    rows = [
+        ChunkRow(f"c{i}_0", f"c{i}", 0, f"{base[i % len(base)]} ref{i}x", 1)
+        for i in range(n_chunks)
+    ]
+    t0 = time.perf_counter()
+    gi = GrepIndex.build([r.text for r in rows])
+    build_s = time.perf_counter() - t0
+    lexical = LexicalIndex(rows=rows, stamp={}, grep_index=gi)
+    console.print(
+        f"grep index over {n_chunks:,} chunks: built in {build_s:.0f} s, "
+        f"{len(gi.starts):,} tokens, {gi.postings.nbytes / 2**20:.0f} MiB of postings"
+    )
+    table = Table(title=f"grep at {n_chunks:,} chunks (ms)")
+    cols = (
+        "patterns",
+        "n",
+        "errors",
+        "grep p50",
+        "grep p95",
+        "old p50",
+        "old p95",
+        "p50 ×",
+        "p95 ×",
+    )
+    for col in cols:
+        table.add_column(col, justify="left" if col == "patterns" else "right")
+    for kind, patterns in grep_patterns(base, k).items():
+        new_t, old_t, errors = [], [], 0
+        for p in patterns:
+            t0 = time.perf_counter()
+            try:
+                got = [r.id for r in grep(lexical, p)]
+            except GrepError:
+                got, errors = None, errors + 1
+            new_t.append(time.perf_counter() - t0)
+            t0 = time.perf_counter()
+            want = [r.id for r in naive_grep(rows, p)]
+            old_t.append(time.perf_counter() - t0)
+            assert got is None or got == want, (p, got, want)
+        table.add_row(
+            kind,
+            str(len(patterns)),
+            str(errors),
+            *(f"{pct(v, q):.1f}" for v in (new_t, old_t) for q in (50, 95)),
+            f"{pct(old_t, 50) / pct(new_t, 50):.0f}",
+            f"{pct(old_t, 95) / pct(new_t, 95):.0f}",
+        )
+    console.print(table)
 
 
 def ingest_ratio(docs: list[Document], n_chunks: int, chunk_tokens: int) -> dict:

@@ -151,11 +151,14 @@ def test_fold_table_matches_the_engine_case_classes():
 
 
 def test_grep_index_round_trips_and_rejects_another_engine_version(tmp_path):
-    gi = GrepIndex.build(["Alpha beta", "gamma Delta", "beta again", *["filler"] * 5])
+    texts = ["Alpha beta", "gamma Delta", "beta again", "lone \ud800 surrogate", *["filler"] * 5]
+    gi = GrepIndex.build(texts)
     gi.save(tmp_path / "g")
     loaded = GrepIndex.load(tmp_path / "g")
     assert loaded.literal_rows("BETA").tolist() == [0, 2]
-    assert loaded.literal_rows("elt").tolist() == [1]
+    assert loaded.literal_rows("elt").tolist() == [1]  # inside a word, through trigrams
+    assert loaded.literal_rows("rrog").tolist() == [3]
+    assert loaded.literal_rows("xyz").tolist() == []
     meta = json.loads((tmp_path / "g" / "meta.json").read_text())
     (tmp_path / "g" / "meta.json").write_text(json.dumps({**meta, "regex": "0.0"}))
     assert GrepIndex.load(tmp_path / "g") is None

@@ -78,14 +78,48 @@ def pieces(literal: str, table: dict[int, int]) -> list[str]:
     return _WORD.findall(fold(literal, table))
 
 
-class GrepIndex:
-    """Token vocabulary + CSR postings (token → ascending row numbers)."""
+def _codes(text: str) -> np.ndarray:
+    return np.frombuffer(text.encode("utf-32-le", "surrogatepass"), np.uint32).astype(np.uint64)
 
-    def __init__(self, vocab: str, starts, offsets, postings, n_rows: int, table: dict):
-        self.vocab = vocab  # tokens joined by "\n", in id order
-        self.starts = starts  # offset of each token in ``vocab``
-        self.offsets = offsets  # token id → slice of ``postings``
-        self.postings = postings
+
+def _trigram_keys(codes: np.ndarray) -> np.ndarray:
+    """Three 21-bit code points packed into one integer per position."""
+    return (codes[:-2] << 42) | (codes[1:-1] << 21) | codes[2:]
+
+
+def _vocab_trigrams(vocab: str, starts: np.ndarray) -> dict[str, np.ndarray]:
+    """CSR map from each trigram inside a token to the ascending ids of the tokens holding it."""
+    codes = _codes(vocab)
+    if len(codes) < 3:
+        return {"tri_keys": np.zeros(0, np.uint64), "tri_offsets": np.zeros(1, np.int64),
+                "tri_tokens": np.zeros(0, np.int32)}  # fmt: skip
+    newline = codes == ord("\n")
+    pos = np.flatnonzero(~(newline[:-2] | newline[1:-1] | newline[2:]))
+    keys = _trigram_keys(codes)[pos]
+    tokens = (np.searchsorted(starts, pos, side="right") - 1).astype(np.int32)
+    order = np.lexsort((tokens, keys))
+    keys, tokens = keys[order], tokens[order]
+    keep = np.ones(len(keys), dtype=bool)
+    keep[1:] = (keys[1:] != keys[:-1]) | (tokens[1:] != tokens[:-1])
+    keys, tokens = keys[keep], tokens[keep]
+    uniq, first = np.unique(keys, return_index=True)
+    return {"tri_keys": uniq, "tri_offsets": np.append(first, len(keys)), "tri_tokens": tokens}
+
+
+_ARRAYS = ("starts", "offsets", "postings", "tri_keys", "tri_offsets", "tri_tokens")
+
+
+class GrepIndex:
+    """Token vocabulary, CSR postings (token → ascending rows) and vocabulary trigrams.
+
+    ``vocab``: tokens joined by ``\\n`` in id order; ``starts``: each token's offset in it;
+    ``offsets``/``postings``: token id → rows; ``tri_*``: trigram → token ids, so the tokens
+    containing a piece are found without scanning the whole vocabulary."""
+
+    def __init__(self, vocab: str, arrays: dict[str, np.ndarray], n_rows: int, table: dict):
+        self.vocab = vocab
+        self.starts, self.offsets, self.postings = (arrays[k] for k in _ARRAYS[:3])
+        self.tri_keys, self.tri_offsets, self.tri_tokens = (arrays[k] for k in _ARRAYS[3:])
         self.n_rows = n_rows
         self.table = table
 
@@ -101,15 +135,25 @@ class GrepIndex:
             counts.append(len(ids))
         tokens = np.frombuffer(flat, dtype=np.int32) if flat else np.zeros(0, np.int32)
         rows = np.repeat(np.arange(len(texts), dtype=np.int32), np.frombuffer(counts, np.int64))
-        order = np.argsort(tokens, kind="stable")
         offsets = np.zeros(len(vocab) + 1, dtype=np.int64)
         np.cumsum(np.bincount(tokens, minlength=len(vocab)), out=offsets[1:])
         starts = np.zeros(len(vocab), dtype=np.int64)
         np.cumsum([len(t) + 1 for t in vocab][:-1], out=starts[1:])
-        return cls("\n".join(vocab), starts, offsets, rows[order], len(texts), table)
+        joined = "\n".join(vocab)
+        arrays = {
+            "starts": starts,
+            "offsets": offsets,
+            "postings": rows[np.argsort(tokens, kind="stable")],
+            **_vocab_trigrams(joined, starts),
+        }
+        return cls(joined, arrays, len(texts), table)
 
-    def token_rows(self, piece: str) -> np.ndarray | None:
-        """Rows whose text has a token containing ``piece``; ``None`` when not selective."""
+    def _token(self, i: int) -> str:
+        end = self.starts[i + 1] - 1 if i + 1 < len(self.starts) else len(self.vocab)
+        return self.vocab[self.starts[i] : end]
+
+    def _scan_tokens(self, piece: str) -> np.ndarray | None:
+        """Ids of tokens containing a short piece, by searching the joined vocabulary."""
         vocab = self.vocab
         hits, pos = [], vocab.find(piece)
         while pos >= 0:
@@ -118,32 +162,57 @@ class GrepIndex:
             hits.append(pos)
             end = vocab.find("\n", pos + len(piece))
             pos = -1 if end < 0 else vocab.find(piece, end + 1)
-        if not hits:
-            return np.zeros(0, dtype=np.int32)
-        ids = np.searchsorted(self.starts, np.asarray(hits), side="right") - 1
-        lo, hi = self.offsets[ids], self.offsets[ids + 1]
-        if (hi - lo).sum() > MAX_ROW_SHARE * self.n_rows:
+        return np.searchsorted(self.starts, np.asarray(hits, dtype=np.int64), side="right") - 1
+
+    def _trigram_tokens(self, piece: str) -> np.ndarray | None:
+        """Ids of tokens containing a piece of 3+ chars: its rarest trigrams, then verified."""
+        keys = np.unique(_trigram_keys(_codes(piece)))
+        at = np.searchsorted(self.tri_keys, keys)
+        if not len(self.tri_keys) or (at >= len(self.tri_keys)).any():
+            return np.zeros(0, np.int64)
+        if (self.tri_keys[at] != keys).any():
+            return np.zeros(0, np.int64)
+        lo, hi = self.tri_offsets[at], self.tri_offsets[at + 1]
+        order = np.argsort(hi - lo, kind="stable")
+        ids = self.tri_tokens[lo[order[0]] : hi[order[0]]]
+        for j in order[1:]:
+            if len(ids) <= 4 * MAX_TOKEN_HITS:
+                break
+            ids = np.intersect1d(ids, self.tri_tokens[lo[j] : hi[j]], assume_unique=True)
+        if len(ids) > 4 * MAX_TOKEN_HITS:
             return None
-        return np.unique(np.concatenate([self.postings[a:b] for a, b in zip(lo, hi, strict=True)]))
+        found = [i for i in ids.tolist() if piece in self._token(i)]
+        return None if len(found) > MAX_TOKEN_HITS else np.asarray(found, dtype=np.int64)
 
     def literal_rows(self, literal: str) -> np.ndarray | None:
-        """Rows that may contain ``literal`` (any case class); ``None`` when not narrowed."""
+        """Rows that may contain ``literal`` (any case class); ``None`` when not narrowed.
+
+        Each ``\\w`` piece is looked up; the rows of the rarest are materialised, and rarer
+        pieces' rows intersected only while that still pays (the regex checks the rest)."""
+        sized = []
+        for piece in set(pieces(literal, self.table)):
+            ids = self._trigram_tokens(piece) if len(piece) >= 3 else self._scan_tokens(piece)
+            if ids is None:
+                continue
+            lo, hi = self.offsets[ids], self.offsets[ids + 1]
+            total = int((hi - lo).sum())
+            if total <= MAX_ROW_SHARE * self.n_rows:
+                sized.append((total, lo, hi))
         best: np.ndarray | None = None
-        for piece in sorted(set(pieces(literal, self.table)), key=len, reverse=True):
-            rows = self.token_rows(piece)
-            if rows is not None:
-                best = rows if best is None else np.intersect1d(best, rows, assume_unique=True)
-                if not len(best):
-                    break
+        for total, lo, hi in sorted(sized, key=lambda s: s[0]):
+            if best is not None and (len(best) <= 64 or total > 8 * len(best)):
+                break
+            parts = [self.postings[a:b] for a, b in zip(lo.tolist(), hi.tolist(), strict=True)]
+            rows = np.unique(np.concatenate(parts)) if parts else np.zeros(0, np.int32)
+            best = rows if best is None else np.intersect1d(best, rows, assume_unique=True)
         return best
 
     # -- persistence -----------------------------------------------------------------
     def save(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
-        (folder / "vocab.txt").write_text(self.vocab, encoding="utf-8")
-        np.save(folder / "starts.npy", self.starts)
-        np.save(folder / "offsets.npy", self.offsets)
-        np.save(folder / "postings.npy", self.postings)
+        (folder / "vocab.txt").write_text(self.vocab, encoding="utf-8", errors="surrogatepass")
+        for name in _ARRAYS:
+            np.save(folder / f"{name}.npy", getattr(self, name))
         np.save(folder / "fold.npy", np.array(sorted(self.table.items()), dtype=np.int32))
         meta = {"n_rows": self.n_rows, **_version()}
         (folder / "meta.json").write_text(json.dumps(meta), encoding="utf-8")
@@ -156,11 +225,13 @@ class GrepIndex:
             if {k: meta.get(k) for k in _version()} != _version():
                 return None
             pairs = np.load(folder / "fold.npy").reshape(-1, 2)
+            arrays = {
+                name: np.load(folder / f"{name}.npy", mmap_mode="r" if name == "postings" else None)
+                for name in _ARRAYS
+            }
             return cls(
-                (folder / "vocab.txt").read_text(encoding="utf-8"),
-                np.load(folder / "starts.npy"),
-                np.load(folder / "offsets.npy"),
-                np.load(folder / "postings.npy", mmap_mode="r"),
+                (folder / "vocab.txt").read_text(encoding="utf-8", errors="surrogatepass"),
+                arrays,
                 int(meta["n_rows"]),
                 {int(a): int(b) for a, b in pairs},
             )

@@ -338,13 +338,11 @@ def grep(
     Raises :class:`GrepError` for a bad, oversized or runaway pattern."""
     g = Grep.compile(pattern)
     deadline = time.perf_counter() + timeout_s
-    rows = lexical.rows
-    narrowed = g.candidates(lexical)
-    order: Iterable[int] = range(len(rows)) if narrowed is None else narrowed.tolist()
+    rows, narrowed = lexical.rows, g.candidates(lexical)
+    order = rows if narrowed is None else map(rows.__getitem__, narrowed.tolist())
     excluded = frozenset(exclude)
     found: list[ChunkRow] = []
-    for i in order:
-        row = rows[i]
+    for row in order:
         if row.id in excluded:
             continue
         remaining = deadline - time.perf_counter()
