@@ -142,7 +142,13 @@ class RLConfig:
     harness: HarnessConfig = field(default_factory=HarnessConfig)
     """Budget, turn and reply limits of every rollout."""
     temperature: float = 1.0
-    """Sampling temperature; keep 1.0 so the sampler is the policy being trained."""
+    """Sampling temperature; the trainer's log-probs are taken at it too (log π_T, as the
+    ``ct2`` engine records them). ``LocalHFPolicy`` records log-probs at 1, so keep 1.0 with the
+    ``local`` engine."""
+    rollout_engine: Literal["local", "ct2"] = "local"
+    """In-process sampler when no engine factory is given: ``local`` (transformers, shares the
+    trainer's weights) or ``ct2`` (CTranslate2 on CPU, several times faster; the weights are
+    converted and pushed to it before each step: :mod:`sleuth.train.engine_ct2`)."""
     rollout_workers: int = 8
     """Rollouts run at once (threads)."""
     save_trajectories: bool = False
@@ -178,6 +184,8 @@ class RLConfig:
             raise ConfigError(f"need 0 <= w_min <= w_max, got [{self.w_min}, {self.w_max}]")
         if self.kl_coef > 0 and not self.student.lora:
             raise ConfigError("kl_coef > 0 needs LoRA (the reference is the base without adapter)")
+        if self.rollout_engine not in ("local", "ct2"):
+            raise ConfigError(f"rollout_engine {self.rollout_engine!r} unknown; use local or ct2")
         if self.kl_coef > 0 and self.aggregation == "prompt_mean":
             raise ConfigError("kl_coef > 0 supports token_mean or token_sum aggregation only")
 
@@ -390,36 +398,47 @@ def _targets(sequence: TrainSequence) -> int:
     return sum(sequence.loss_mask[1:])
 
 
-def _forward(model: Any, items: Sequence[TrainItem], pad: int, device: str):
+def _forward(model: Any, items: Sequence[TrainItem], pad: int, device: str, temperature: float):
     batch = collate_sequences([it.sequence for it in items], pad_id=pad)
     logprobs_BT, entropy_BT = sequence_logprobs(
-        model, batch.input_ids.to(device), batch.attention_mask.to(device)
+        model, batch.input_ids.to(device), batch.attention_mask.to(device), temperature
     )
     mask_BT = batch.loss_mask.to(device)
     mask_BT[:, 0] = False
     return batch, logprobs_BT, entropy_BT, mask_BT
 
 
+def _gap(logprobs_BT: torch.Tensor, behaviour_BT: torch.Tensor, mask_BT: torch.Tensor) -> Counter:
+    """Sum of |log π_train − log π_sample| over target tokens, and their count: the
+    sampler/trainer mismatch (engine numerics, quantisation) that the CISPO ratio absorbs."""
+    gap_BT = torch.where(mask_BT, (logprobs_BT.detach() - behaviour_BT).abs(), 0.0)
+    return Counter({"sum": float(gap_BT.sum()), "n": float(mask_BT.sum())})
+
+
 @torch.no_grad()
 def recompute_behaviour(
-    model: Any, items: Sequence[TrainItem], pad: int, device: str, micro: int
-) -> list[TrainItem]:
-    """Replace sampler log-probs with the current weights' (the ``recompute`` anchor)."""
+    model: Any, items: Sequence[TrainItem], pad: int, config: RLConfig
+) -> tuple[list[TrainItem], Counter]:
+    """Replace sampler log-probs with the current weights' (the ``recompute`` anchor); also
+    returns the gap between the two (:func:`_gap`)."""
     out: list[TrainItem] = []
+    gap: Counter = Counter()
+    device, micro = config.student.device, config.micro_batch_size
     for i in range(0, len(items), micro):
         chunk = items[i : i + micro]
-        _, logprobs_BT, _, mask_BT = _forward(model, chunk, pad, device)
+        batch, logprobs_BT, _, mask_BT = _forward(model, chunk, pad, device, config.temperature)
+        gap += _gap(logprobs_BT, batch.behaviour_logprobs.to(device), mask_BT)
         for b, it in enumerate(chunk):
             n = len(it.sequence.input_ids)
             new = torch.where(mask_BT[b, :n], logprobs_BT[b, :n], 0.0).tolist()
             out.append(replace(it, sequence=replace(it.sequence, behaviour_logprobs=tuple(new))))
-    return out
+    return out, gap
 
 
-def _reference_logprobs(model: Any, batch: Any, device: str) -> torch.Tensor:
+def _reference_logprobs(model: Any, batch: Any, device: str, temperature: float) -> torch.Tensor:
     with torch.no_grad(), model.disable_adapter():
         ref_BT, _ = sequence_logprobs(
-            model, batch.input_ids.to(device), batch.attention_mask.to(device)
+            model, batch.input_ids.to(device), batch.attention_mask.to(device), temperature
         )
     return ref_BT
 
@@ -433,11 +452,17 @@ def cispo_update(
     seed: int,
     dp: DataParallel | None = None,
 ) -> dict[str, float]:
-    """``config.substeps`` optimiser steps of CISPO over ``items``; token-weighted statistics."""
+    """``config.substeps`` optimiser steps of CISPO over ``items``; token-weighted statistics.
+
+    ``sampler_mismatch`` is the mean |log π_train − log π_sample| on sampled tokens under the
+    weights that sampled: over every item when recomputing the anchor, else over the first
+    substep's minibatch (before any optimiser step; a random share of the step's tokens).
+    """
     dp = dp or DataParallel()
-    device = config.student.device
+    device, temperature = config.student.device, config.temperature
+    gap: Counter = Counter()
     if config.anchor == "recompute":
-        items = recompute_behaviour(model, items, pad, device, config.micro_batch_size)
+        items, gap = recompute_behaviour(model, items, pad, config)
     totals: dict[str, float] = {}
     first: dict[str, float] = {}
     norms: list[float] = []
@@ -448,7 +473,12 @@ def cispo_update(
         sub: dict[str, float] = {}
         for i in range(0, len(minibatch), config.micro_batch_size):
             micro = minibatch[i : i + config.micro_batch_size]
-            batch, logprobs_BT, entropy_BT, mask_BT = _forward(model, micro, pad, device)
+            batch, logprobs_BT, entropy_BT, mask_BT = _forward(
+                model, micro, pad, device, temperature
+            )
+            behaviour_BT = batch.behaviour_logprobs.to(device)
+            if k == 0 and config.anchor == "sampler":
+                gap += _gap(logprobs_BT, behaviour_BT, mask_BT)
             micro_scales = scales[i : i + len(micro)]
             adv_B = torch.tensor(
                 [it.advantage * s for it, s in zip(micro, micro_scales, strict=True)],
@@ -456,10 +486,10 @@ def cispo_update(
             )
             ref_BT = None
             if config.kl_coef > 0:
-                ref_BT = _reference_logprobs(dp.unwrap(model), batch, device)
+                ref_BT = _reference_logprobs(dp.unwrap(model), batch, device, temperature)
             loss, stats = cispo_loss(
                 logprobs_BT,
-                batch.behaviour_logprobs.to(device),
+                behaviour_BT,
                 adv_B,
                 mask_BT,
                 config.w_min,
@@ -479,6 +509,7 @@ def cispo_update(
     out["ratio_mean_substep0"] = first.get("ratio_mean", 0.0)
     out["ratio_max_substep0"] = first.get("ratio_max", 0.0)
     out["grad_norm"] = statistics.fmean(norms) if norms else 0.0
+    out["sampler_mismatch"] = gap["sum"] / max(gap["n"], 1.0)
     out["optimizer_steps"] = float(len(norms))
     return out
 
@@ -606,9 +637,10 @@ def rl_step(
     started = time.perf_counter()
     seed = config.seed + 7919 * dp.rank  # ranks draw different tasks and samples
     tasks_P = sample_tasks(tasks, plan, config.queries_per_step, seed)
-    engine.sync(dp.unwrap(model), plan.step)
+    engine.sync(dp.unwrap(model), plan.step)  # the weights after the last optimiser step
+    sync_s = time.perf_counter() - started
     groups_P = collect_groups(engine, tools, tasks_P, plan, replace(config, seed=seed))
-    rollout_s = time.perf_counter() - started
+    rollout_s = time.perf_counter() - started - sync_s
     scored_P = score_groups(groups_P, tasks_P, config.reward.model_copy(update={"beta": plan.beta}))
     items, advantages_P, truncated = group_items(scored_P, config)
     train_started = time.perf_counter()
@@ -617,6 +649,7 @@ def rl_step(
         update_seed = random.Random(f"{seed}:update:{plan.step}").getrandbits(31)
         train = cispo_update(model, optimizer, items, config, pad_id(tokenizer), update_seed, dp)
     timings = {
+        "sync_s": sync_s,
         "rollout_s": rollout_s,
         "train_s": time.perf_counter() - train_started,
         "step_s": time.perf_counter() - started,
@@ -624,6 +657,15 @@ def rl_step(
     record = step_record(plan, scored_P, advantages_P, train, len(items), truncated, timings)
     record["train/lr"] = optimizer.param_groups[0]["lr"]
     return record, rollout_records(plan, scored_P, advantages_P)
+
+
+def default_engine(config: RLConfig) -> EngineFactory:
+    """The in-process engine that ``config.rollout_engine`` names."""
+    if config.rollout_engine == "ct2":
+        from sleuth.train.engine_ct2 import CT2RolloutEngine
+
+        return lambda m, t: CT2RolloutEngine(m, t, temperature=config.temperature)
+    return lambda m, t: LocalRolloutEngine(m, t, temperature=config.temperature)
 
 
 StepHook = Callable[[int, dict[str, Any]], None]
@@ -643,7 +685,7 @@ def run_rl(
         config: the run's settings.
         tasks: training tasks (their ``hops`` drive the curriculum).
         tools: the retrieval tools over the training index (a ``Toolbox``).
-        make_engine: (model, tokenizer) -> rollout engine; default samples the model locally.
+        make_engine: (model, tokenizer) -> rollout engine; default: ``config.rollout_engine``.
         on_step: called with (step, record) after each step is logged.
 
     Returns:
@@ -672,7 +714,7 @@ def run_rl(
     if dp.is_main:
         truncate_log(metrics_path, start)
         truncate_log(rollouts_path, start)
-    factory = make_engine or (lambda m, t: LocalRolloutEngine(m, t, temperature=config.temperature))
+    factory = make_engine or default_engine(config)
     engine = factory(dp.unwrap(model), tokenizer)
     n_steps = total_steps(config, len(tasks))
     for step in range(start, n_steps):

@@ -1,0 +1,253 @@
+"""A fast CPU rollout engine: the trainer's model sampled by CTranslate2.
+
+Why: the transformers policy runs a Python loop per token (about 10 tokens/s for SmolLM2-135M on
+two cores); CTranslate2 runs the whole decode loop in C++ over weights it may quantise on load,
+from a prebuilt PyPI wheel.
+
+* **Weights.** :meth:`CT2RolloutEngine.sync` merges base + LoRA into a throwaway copy of the
+  trainer's model (peft's own merge; the trainer's weights are never touched), converts it with
+  CTranslate2's converter for the architecture, and loads a new generator. ``sleuth train rl``
+  calls it before each step's rollouts, i.e. after the previous step's optimiser steps, and logs
+  its cost as ``time/sync_s``.
+* **Prompts.** Every call re-reads its whole prompt (CTranslate2 keeps no cache across calls),
+  except the first message: the system message that all rollouts share is forwarded once per
+  generator (:meth:`CT2RolloutEngine.static_prefix_len`).
+* **Log-probs.** Each sampled token records ``log softmax(logits / T)[token]``: its log-prob under
+  the tempered distribution it was drawn from (before any top-p truncation), which is what
+  :func:`~sleuth.train.sequences.sequence_logprobs` computes at the same temperature. At T = 1 it
+  is CTranslate2's own log-prob; otherwise it is computed from the returned logits.
+* **Mismatch.** ``float32`` gives the trainer's numbers up to float error; ``int8_float32`` is
+  faster and differs more. The trainer logs the gap on every step
+  (``train/sampler_mismatch``, mean |log π_train − log π_sample| on sampled tokens).
+* **Seeds.** CTranslate2 keeps one RNG per worker thread, seeded once, so a rollout's samples are
+  not a function of its seed: a resumed run redoes a lost step with fresh samples.
+"""
+
+from __future__ import annotations
+
+import copy
+import gc
+import tempfile
+from pathlib import Path
+from typing import Any
+from unittest import mock
+
+import numpy as np
+import torch
+
+from sleuth.policies.local_hf import LocalHFPolicy, _stop_ids
+
+CT2_INSTALL = 'pip install "sleuth[train]"  # ctranslate2'
+COMPUTE_TYPES = ("float32", "int8_float32", "int8")
+
+
+def _require_ct2() -> Any:
+    try:
+        import ctranslate2
+    except ImportError as exc:
+        raise ImportError(
+            f"the CTranslate2 rollout engine needs ctranslate2: {CT2_INSTALL}"
+        ) from exc
+    return ctranslate2
+
+
+def merged_state_dict(model: Any) -> dict[str, torch.Tensor]:
+    """``model``'s current weights under a plain model's names, LoRA deltas added out of place
+    (W + scale · B A in one ``addmm``). Untouched tensors are shared, not copied, and the
+    trainer's weights are never written.
+    """
+    from peft.tuners.lora import Linear as LoraLinear
+
+    if not hasattr(model, "peft_config"):
+        return dict(model.state_dict())
+    base = model.get_base_model()
+    state: dict[str, torch.Tensor] = {}
+    with torch.no_grad():
+        for name, module in base.named_modules():
+            if isinstance(module, LoraLinear):
+                state[f"{name}.weight"] = _merged_linear(module)
+        for key, value in base.state_dict().items():
+            if "lora_" not in key:
+                state.setdefault(key.replace(".base_layer.", "."), value)
+    return state
+
+
+def _merged_linear(module: Any) -> torch.Tensor:
+    weight = module.get_base_layer().weight
+    for adapter in module.active_adapters:
+        if adapter not in module.lora_A:
+            continue
+        if module.use_dora.get(adapter, False) or module.fan_in_fan_out:
+            raise ValueError(
+                "the CTranslate2 engine merges plain LoRA only (no DoRA, fan-in-fan-out)"
+            )
+        A, B = module.lora_A[adapter].weight, module.lora_B[adapter].weight
+        weight = torch.addmm(weight, B, A, alpha=module.scaling[adapter])
+    return weight
+
+
+def merged_shell(model: Any) -> Any:
+    """A plain transformers model over :func:`merged_state_dict`, built without initialising or
+    copying weights; CTranslate2's loader dismantles the model it reads, so it gets this."""
+    from transformers import AutoModelForCausalLM
+
+    base = model.get_base_model() if hasattr(model, "peft_config") else model
+    config = copy.deepcopy(base.config)
+    # A model read from GGUF is dequantised on load but keeps the GGUF marker, which would send
+    # the converter looking for quantised tensors.
+    if hasattr(config, "quantization_config"):
+        del config.quantization_config
+    with torch.device("meta"):
+        shell = AutoModelForCausalLM.from_config(config)
+    shell.load_state_dict(merged_state_dict(model), assign=True, strict=False)
+    shell.tie_weights()
+    missing = [n for n, p in shell.named_parameters() if p.is_meta]
+    if missing:
+        raise ValueError(f"no weights for {missing[:3]} in the model to convert")
+    return shell.eval()
+
+
+def convert(model: Any, tokenizer: Any, folder: str | Path) -> Path:
+    """Write ``model`` (base + LoRA) as a CTranslate2 model folder, weights in float32.
+
+    The library's loader calls ``gc.collect()`` once per layer, which costs seconds in a process
+    holding a large heap; it is a no-op here (the copy is freed by reference counting). Weights
+    are stored unquantised (the generator quantises on load) and without the pairwise search for
+    tied weights, which is quadratic in the number of layers.
+    """
+    from ctranslate2.converters.transformers import _MODEL_LOADERS
+
+    shell = merged_shell(model)
+    name = type(shell.config).__name__
+    if name not in _MODEL_LOADERS:
+        raise ValueError(f"CTranslate2 cannot convert a {name} model")
+    with mock.patch.object(gc, "collect", lambda *args: 0):
+        spec = _MODEL_LOADERS[name](shell, tokenizer)
+    spec.validate()
+    out = Path(folder)
+    out.mkdir(parents=True, exist_ok=True)
+    spec.save(str(out))
+    return out
+
+
+def load_generator(model: Any, tokenizer: Any, compute_type: str = "float32", threads: int = 0):
+    """A CTranslate2 generator over ``model``'s current weights (converted via a temp folder)."""
+    ct2 = _require_ct2()
+    with tempfile.TemporaryDirectory(prefix="sleuth-ct2-") as folder:
+        convert(model, tokenizer, folder)
+        return ct2.Generator(folder, device="cpu", compute_type=compute_type, intra_threads=threads)
+
+
+def tempered_logprob(logits: Any, token: int, temperature: float) -> float:
+    """``log softmax(logits / temperature)[token]`` in float64 (logits: one vocabulary row)."""
+    z = np.asarray(logits, dtype=np.float64).reshape(-1) / temperature
+    peak = z.max()
+    return float(z[token] - peak - np.log(np.exp(z - peak).sum()))
+
+
+class CT2Policy(LocalHFPolicy):
+    """``LocalHFPolicy``'s rendering and reply parsing over a CTranslate2 decode loop.
+
+    ``logprobs`` are of the tempered distribution (see the module docstring), not at T = 1.
+    """
+
+    def __init__(self, engine: CT2RolloutEngine, seed: int | None = None, name: str = "ct2"):
+        super().__init__(
+            engine.model,
+            engine.tokenizer,
+            temperature=engine.temperature,
+            top_p=engine.top_p,
+            max_new_tokens=engine.max_new_tokens,
+            seed=seed,
+            name=name,
+        )
+        self.engine = engine
+
+    def _sample_loop(self, prompt_ids: list[int], limit: int) -> tuple[list[int], list[float]]:
+        return self.engine.sample(prompt_ids, limit)
+
+
+class CT2RolloutEngine:
+    """Rollouts sampled by CTranslate2 on CPU; :meth:`sync` pushes the trainer's weights to it.
+
+    Args:
+        model / tokenizer: the model being trained (LoRA-wrapped or not) and its tokenizer.
+        temperature: sampling temperature (> 0); recorded log-probs are at this temperature.
+        top_p: nucleus mass; 1.0 keeps the sampler equal to the policy being trained.
+        max_new_tokens: cap on each reply on top of the harness's limit.
+        compute_type: ``float32`` (closest to the trainer), ``int8_float32`` or ``int8``.
+        threads: CPU threads of the generator (0: CTranslate2's default).
+    """
+
+    def __init__(
+        self,
+        model: Any,
+        tokenizer: Any,
+        temperature: float = 1.0,
+        top_p: float = 1.0,
+        max_new_tokens: int | None = None,
+        compute_type: str = "float32",
+        threads: int = 0,
+    ):
+        if temperature <= 0:
+            raise ValueError(f"temperature ({temperature}) must be > 0: RL samples, never greedy")
+        if compute_type not in COMPUTE_TYPES:
+            raise ValueError(f"compute_type {compute_type!r} unknown; use one of {COMPUTE_TYPES}")
+        _require_ct2()
+        self.model = model
+        self.tokenizer = tokenizer
+        self.temperature = temperature
+        self.top_p = top_p
+        self.max_new_tokens = max_new_tokens
+        self.compute_type = compute_type
+        self.threads = threads
+        self.generator: Any = None
+        self.stop_ids = sorted(_stop_ids(model, tokenizer))
+
+    def policy(self, seed: int) -> CT2Policy:
+        return CT2Policy(self, seed=seed, name="ct2-rl")
+
+    def sync(self, model: Any, step: int) -> None:
+        """Convert ``model``'s current weights (base + LoRA) and sample from them from now on."""
+        self.model = model
+        self.generator = load_generator(model, self.tokenizer, self.compute_type, self.threads)
+
+    def sample(self, prompt_ids: list[int], limit: int) -> tuple[list[int], list[float]]:
+        """Sampled ids (the stop token included when reached) and their tempered log-probs."""
+        if self.generator is None:
+            raise RuntimeError("CT2RolloutEngine has no weights yet: call sync(model, step) first")
+        tokens = self.tokenizer.convert_ids_to_tokens(prompt_ids)
+        cut = self.static_prefix_len(prompt_ids)
+        exact = self.temperature == 1.0
+        sampled: list[tuple[int, float]] = []
+
+        def record(step: Any) -> bool:
+            logprob = step.log_prob if exact else tempered_logprob(step.logits, step.token_id, T)
+            sampled.append((int(step.token_id), float(logprob)))
+            return False  # keep going
+
+        T = self.temperature
+        self.generator.generate_batch(
+            [tokens[cut:]],
+            static_prompt=tokens[:cut] or None,
+            max_length=limit,
+            sampling_topk=0,  # the whole vocabulary
+            sampling_topp=self.top_p,
+            sampling_temperature=self.temperature,
+            end_token=self.stop_ids,
+            include_prompt_in_result=False,  # the prompt is one forward pass, not a decode loop
+            return_scores=exact,
+            return_logits_vocab=not exact,
+            callback=record,
+        )
+        return [t for t, _ in sampled], [lp for _, lp in sampled]
+
+    def static_prefix_len(self, prompt_ids: list[int]) -> int:
+        """Length of the prompt's first message (through its end-of-turn token), 0 if none.
+
+        Every rollout and turn of a run opens with the same system message (the instructions
+        and tool schemas, ~1,000 tokens for SmolLM2), so CTranslate2 computes its KV state once
+        per generator (``static_prompt``) and each call forwards only the rest.
+        """
+        ends = (i + 1 for i, t in enumerate(prompt_ids[:-1]) if t in self.stop_ids)
+        return next(ends, 0)

@@ -1,0 +1,177 @@
+"""The CTranslate2 rollout engine on a tiny random model (no download): its log-probs are the
+trainer's, a weight sync after an optimiser step reaches it, and RL runs through it and resumes.
+"""
+
+from __future__ import annotations
+
+import copy
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+pytest.importorskip("ctranslate2")
+
+from sleuth.train.engine_ct2 import CT2RolloutEngine, merged_state_dict, tempered_logprob
+from sleuth.train.model import StudentConfig, build_optimizer, load_student
+from sleuth.train.rl import RLConfig, run_rl
+from sleuth.train.runlog import read_log
+from sleuth.train.sequences import sequence_logprobs
+from sleuth.train.tiny import build_tiny_model
+from tests.test_train_rl import HARNESS, _crash_at, world  # noqa: F401  (world is a fixture)
+
+LOGPROB_TOL = 1e-4
+"""float32 CTranslate2 vs float32 torch on the same tokens: summation order only."""
+PROMPT = [1, 5, 9, 17, 2, 33, 65, 129, 200, 300]  # id 2 (<|im_end|>) ends a cached first turn
+
+
+@pytest.fixture(scope="module")
+def student(tmp_path_factory: pytest.TempPathFactory):
+    """A tiny model wrapped in LoRA whose adapter is not zero (so a wrong merge shows)."""
+    folder = build_tiny_model(tmp_path_factory.mktemp("tiny"), layers=2, hidden=64)
+    model, tokenizer = load_student(StudentConfig(path=str(folder), lora_r=4, lora_alpha=8))
+    torch.manual_seed(0)
+    with torch.no_grad():
+        for name, param in model.named_parameters():
+            if "lora_B" in name:
+                param.normal_(0.0, 0.5)
+    return model, tokenizer
+
+
+def _trainer_logprobs(model, prompt: list[int], sampled: list[int], temperature: float):
+    ids = torch.tensor([prompt + sampled])
+    with torch.no_grad():
+        logprobs, _ = sequence_logprobs(model.eval(), ids, temperature=temperature)
+    return logprobs[0, len(prompt) :].tolist()
+
+
+@pytest.mark.parametrize("temperature", [1.0, 0.6])
+def test_engine_logprobs_are_the_trainers_at_the_sampling_temperature(student, temperature):
+    model, tokenizer = student
+    engine = CT2RolloutEngine(model, tokenizer, temperature=temperature)
+    engine.sync(model, step=0)
+    assert engine.static_prefix_len(PROMPT) == 5
+    ids, logprobs = engine.sample(PROMPT, 24)
+    assert 0 < len(ids) == len(logprobs) <= 24
+    trainer = _trainer_logprobs(model, PROMPT, ids, temperature)
+    np.testing.assert_allclose(logprobs, trainer, atol=LOGPROB_TOL)
+    if temperature != 1.0:  # tempered, not the raw distribution's log-probs
+        raw = _trainer_logprobs(model, PROMPT, ids, 1.0)
+        assert max(abs(a - b) for a, b in zip(logprobs, raw, strict=True)) > 100 * LOGPROB_TOL
+
+
+def test_a_policy_records_what_the_trainer_needs(student) -> None:
+    model, tokenizer = student
+    engine = CT2RolloutEngine(model, tokenizer, max_new_tokens=12)
+    with pytest.raises(RuntimeError, match="sync"):
+        engine.policy(0).generate([{"role": "user", "content": "hi"}], [], 50)
+    engine.sync(model, step=0)
+    out = engine.policy(3).generate([{"role": "user", "content": "find the bridge"}], [], 50)
+    assert out.prompt_token_ids == engine.policy(3).render(
+        [{"role": "user", "content": "find the bridge"}], []
+    )
+    assert 0 < len(out.token_ids) == len(out.logprobs) <= 12  # max_new_tokens caps the reply
+    assert 0 < engine.static_prefix_len(out.prompt_token_ids) < len(out.prompt_token_ids)
+    trainer = _trainer_logprobs(model, out.prompt_token_ids, out.token_ids, 1.0)
+    np.testing.assert_allclose(out.logprobs, trainer, atol=LOGPROB_TOL)
+    assert out.finish_reason == ("stop" if out.token_ids[-1] in engine.stop_ids else "length")
+
+
+def test_weight_sync_after_an_optimizer_step_changes_the_engine(student) -> None:
+    model, tokenizer = copy.deepcopy(student)
+    model.train()
+    engine = CT2RolloutEngine(model, tokenizer)
+    engine.sync(model, step=0)
+    ids, before = engine.sample(PROMPT, 16)
+    optimizer = build_optimizer(model, lr=0.05)
+    target = torch.tensor([PROMPT + ids])
+    logprobs, _ = sequence_logprobs(model, target)
+    (-logprobs[0, len(PROMPT) :].sum()).backward()  # make the sampled reply likelier
+    optimizer.step()
+    new = _trainer_logprobs(model, PROMPT, ids, 1.0)
+    assert max(abs(a - b) for a, b in zip(new, before, strict=True)) > 0.01  # the step moved it
+    stale = _engine_scores(engine, ids)
+    np.testing.assert_allclose(stale, before, atol=LOGPROB_TOL)  # not synced yet: old weights
+    engine.sync(model, step=1)
+    np.testing.assert_allclose(_engine_scores(engine, ids), new, atol=LOGPROB_TOL)
+
+
+def _engine_scores(engine: CT2RolloutEngine, ids: list[int]) -> list[float]:
+    """The engine's log-probs of a fixed reply (CTranslate2 scores it at temperature 1)."""
+    tokens = engine.tokenizer.convert_ids_to_tokens(PROMPT + ids)
+    scored = engine.generator.score_batch([tokens])[0].log_probs
+    return [float(x) for x in scored[len(PROMPT) - 1 :]]
+
+
+def test_merge_matches_peft_and_leaves_the_trainer_untouched(student) -> None:
+    model, _ = student
+    before = {k: v.clone() for k, v in model.state_dict().items()}
+    merged = merged_state_dict(model)
+    reference = copy.deepcopy(model).merge_and_unload().state_dict()
+    assert merged.keys() == reference.keys()
+    for key, value in reference.items():
+        torch.testing.assert_close(merged[key], value, rtol=0, atol=1e-6)
+    for key, value in model.state_dict().items():
+        assert torch.equal(value, before[key])
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    logits=st.lists(st.floats(-30, 30), min_size=2, max_size=40),
+    temperature=st.floats(0.05, 4.0),
+)
+def test_tempered_logprobs_are_a_normalised_log_softmax(logits, temperature) -> None:
+    values = [tempered_logprob(logits, i, temperature) for i in range(len(logits))]
+    assert np.exp(values).sum() == pytest.approx(1.0, abs=1e-9)
+    expected = torch.log_softmax(torch.tensor(logits, dtype=torch.float64) / temperature, -1)
+    np.testing.assert_allclose(values, expected.numpy(), atol=1e-9)
+
+
+def test_engine_refuses_settings_that_cannot_work(student) -> None:
+    model, tokenizer = student
+    with pytest.raises(ValueError, match="temperature"):
+        CT2RolloutEngine(model, tokenizer, temperature=0.0)
+    with pytest.raises(ValueError, match="compute_type"):
+        CT2RolloutEngine(model, tokenizer, compute_type="int3")
+    with pytest.raises(ValueError, match="rollout_engine"):
+        RLConfig(rollout_engine="vllm")  # type: ignore[arg-type]
+
+
+def test_two_rl_steps_through_the_engine_crash_and_resume(world, tmp_path: Path) -> None:  # noqa: F811
+    tasks, tools, model = world
+    config = RLConfig(
+        student=StudentConfig(path=str(model), lora=True, lora_r=4, lora_alpha=8),
+        out_dir=str(tmp_path),
+        queries_per_step=2,
+        rollouts_per_query=2,
+        substeps=2,
+        micro_batch_size=2,
+        epochs=2,
+        max_steps=2,
+        lr=3e-2,  # large, so an engine left on stale weights would show in the mismatch
+        zero_variance_tol=-1.0,  # a random model's groups are constant; keep them
+        harness=HARNESS,
+        rollout_workers=2,
+        rollout_engine="ct2",
+    )
+    with pytest.raises(RuntimeError, match="simulated crash"):
+        run_rl(config, tasks, tools, on_step=_crash_at(1))
+    crashed = read_log(tmp_path / "metrics.jsonl")
+    assert [r["step"] for r in crashed] == [0, 1]
+    for record in crashed:
+        assert record["throughput/sampled_tokens"] > 0 and record["time/sync_s"] > 0
+        assert record["train/optimizer_steps"] == 2
+        assert 0 <= record["train/sampler_mismatch"] < 1e-3  # float32 engine: float error only
+    assert crashed[0]["train/ratio_mean_substep0"] == pytest.approx(1.0, abs=1e-3)
+    assert (tmp_path / "checkpoints" / "LATEST").read_text().strip() == "step_000001"
+
+    log = run_rl(config, tasks, tools)  # resumes from the step-1 checkpoint
+
+    assert [r["step"] for r in log] == [0, 1]
+    assert log[0] == crashed[0]  # the checkpointed step is kept, not redone
+    assert log[1]["train/sampler_mismatch"] < 1e-3  # resumed weights reached the engine
+    assert (tmp_path / "checkpoints" / "LATEST").read_text().strip() == "step_000002"
+    assert [r["step"] for r in run_rl(config, tasks, tools)] == [0, 1]  # finished: no new step
