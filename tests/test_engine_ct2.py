@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 pytest.importorskip("ctranslate2")
 
+from sleuth.errors import ConfigError
 from sleuth.train.engine_ct2 import CT2RolloutEngine, merged_state_dict, tempered_logprob
 from sleuth.train.model import StudentConfig, build_optimizer, load_student
 from sleuth.train.rl import RLConfig, run_rl
@@ -132,11 +133,11 @@ def test_tempered_logprobs_are_a_normalised_log_softmax(logits, temperature) -> 
 
 def test_engine_refuses_settings_that_cannot_work(student) -> None:
     model, tokenizer = student
-    with pytest.raises(ValueError, match="temperature"):
-        CT2RolloutEngine(model, tokenizer, temperature=0.0)
-    with pytest.raises(ValueError, match="compute_type"):
+    with pytest.raises(ConfigError, match="temperature"):
+        CT2RolloutEngine(model, tokenizer, temperature=-1.0)
+    with pytest.raises(ConfigError, match="compute_type"):
         CT2RolloutEngine(model, tokenizer, compute_type="int3")
-    with pytest.raises(ValueError, match="rollout_engine"):
+    with pytest.raises(ConfigError, match="rollout_engine"):
         RLConfig(rollout_engine="vllm")  # type: ignore[arg-type]
 
 
@@ -175,3 +176,16 @@ def test_two_rl_steps_through_the_engine_crash_and_resume(world, tmp_path: Path)
     assert log[1]["train/sampler_mismatch"] < 1e-3  # resumed weights reached the engine
     assert (tmp_path / "checkpoints" / "LATEST").read_text().strip() == "step_000002"
     assert [r["step"] for r in run_rl(config, tasks, tools)] == [0, 1]  # finished: no new step
+
+
+def test_temperature_zero_decodes_greedily_with_logprobs_at_one(student) -> None:
+    model, tokenizer = student
+    engine = CT2RolloutEngine(model, tokenizer, temperature=0.0)
+    engine.sync(model, step=0)
+    ids, logprobs = engine.sample(PROMPT, 12)
+    with torch.no_grad():
+        logits = model.eval()(torch.tensor([PROMPT + ids])).logits[0, len(PROMPT) - 1 : -1]
+    assert ids == logits.argmax(-1).tolist()
+    np.testing.assert_allclose(
+        logprobs, _trainer_logprobs(model, PROMPT, ids, 1.0), atol=LOGPROB_TOL
+    )

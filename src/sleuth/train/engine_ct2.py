@@ -4,9 +4,9 @@ Why: the transformers policy runs a Python loop per token (about 10 tokens/s for
 two cores); CTranslate2 runs the whole decode loop in C++ over weights it may quantise on load,
 from a prebuilt PyPI wheel.
 
-* **Weights.** :meth:`CT2RolloutEngine.sync` merges base + LoRA into a throwaway copy of the
-  trainer's model (peft's own merge; the trainer's weights are never touched), converts it with
-  CTranslate2's converter for the architecture, and loads a new generator. ``sleuth train rl``
+* **Weights.** :meth:`CT2RolloutEngine.sync` merges base + LoRA out of place (the trainer's
+  weights are never written) into a weightless shell of the model, converts it with
+  CTranslate2's own loader for the architecture, and loads a new generator. ``sleuth train rl``
   calls it before each step's rollouts, i.e. after the previous step's optimiser steps, and logs
   its cost as ``time/sync_s``.
 * **Prompts.** Every call re-reads its whole prompt (CTranslate2 keeps no cache across calls),
@@ -35,7 +35,9 @@ from unittest import mock
 import numpy as np
 import torch
 
-from sleuth.policies.local_hf import LocalHFPolicy, _stop_ids
+from sleuth.errors import ConfigError
+from sleuth.policies.chatml import stop_ids
+from sleuth.policies.local_hf import LocalHFPolicy
 
 CT2_INSTALL = 'pip install "sleuth[train]"  # ctranslate2'
 COMPUTE_TYPES = ("float32", "int8_float32", "int8")
@@ -172,7 +174,8 @@ class CT2RolloutEngine:
 
     Args:
         model / tokenizer: the model being trained (LoRA-wrapped or not) and its tokenizer.
-        temperature: sampling temperature (> 0); recorded log-probs are at this temperature.
+        temperature: sampling temperature; recorded log-probs are at this temperature. 0 decodes
+            greedily (inference, e.g. ``--policy local``) and records log-probs at 1.
         top_p: nucleus mass; 1.0 keeps the sampler equal to the policy being trained.
         max_new_tokens: cap on each reply on top of the harness's limit.
         compute_type: ``float32`` (closest to the trainer), ``int8_float32`` or ``int8``.
@@ -189,10 +192,10 @@ class CT2RolloutEngine:
         compute_type: str = "float32",
         threads: int = 0,
     ):
-        if temperature <= 0:
-            raise ValueError(f"temperature ({temperature}) must be > 0: RL samples, never greedy")
+        if temperature < 0:
+            raise ConfigError(f"temperature ({temperature}) must be >= 0")
         if compute_type not in COMPUTE_TYPES:
-            raise ValueError(f"compute_type {compute_type!r} unknown; use one of {COMPUTE_TYPES}")
+            raise ConfigError(f"compute_type {compute_type!r} unknown; use one of {COMPUTE_TYPES}")
         _require_ct2()
         self.model = model
         self.tokenizer = tokenizer
@@ -202,7 +205,7 @@ class CT2RolloutEngine:
         self.compute_type = compute_type
         self.threads = threads
         self.generator: Any = None
-        self.stop_ids = sorted(_stop_ids(model, tokenizer))
+        self.stop_ids = sorted(stop_ids(tokenizer, model))
 
     def policy(self, seed: int) -> CT2Policy:
         return CT2Policy(self, seed=seed, name="ct2-rl")
@@ -218,7 +221,8 @@ class CT2RolloutEngine:
             raise RuntimeError("CT2RolloutEngine has no weights yet: call sync(model, step) first")
         tokens = self.tokenizer.convert_ids_to_tokens(prompt_ids)
         cut = self.static_prefix_len(prompt_ids)
-        exact = self.temperature == 1.0
+        greedy = self.temperature == 0
+        exact = greedy or self.temperature == 1.0  # CTranslate2's own log-probs are at T = 1
         sampled: list[tuple[int, float]] = []
 
         def record(step: Any) -> bool:
@@ -231,9 +235,9 @@ class CT2RolloutEngine:
             [tokens[cut:]],
             static_prompt=tokens[:cut] or None,
             max_length=limit,
-            sampling_topk=0,  # the whole vocabulary
+            sampling_topk=1 if greedy else 0,  # 0: the whole vocabulary
             sampling_topp=self.top_p,
-            sampling_temperature=self.temperature,
+            sampling_temperature=T or 1.0,
             end_token=self.stop_ids,
             include_prompt_in_result=False,  # the prompt is one forward pass, not a decode loop
             return_scores=exact,
