@@ -5,6 +5,9 @@ trainer's, a weight sync after an optimiser step reaches it, and RL runs through
 from __future__ import annotations
 
 import copy
+import json
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -15,8 +18,14 @@ from hypothesis import strategies as st
 
 pytest.importorskip("ctranslate2")
 
-from sleuth.errors import ConfigError
-from sleuth.train.engine_ct2 import CT2RolloutEngine, merged_state_dict, tempered_logprob
+from sleuth.errors import ConfigError, InputError
+from sleuth.policies.spec import PolicyOptions, build_policy
+from sleuth.train.engine_ct2 import (
+    CT2Policy,
+    CT2RolloutEngine,
+    merged_state_dict,
+    tempered_logprob,
+)
 from sleuth.train.model import StudentConfig, build_optimizer, load_student
 from sleuth.train.rl import RLConfig, run_rl
 from sleuth.train.runlog import read_log
@@ -137,7 +146,7 @@ def test_engine_refuses_settings_that_cannot_work(student) -> None:
         CT2RolloutEngine(model, tokenizer, temperature=-1.0)
     with pytest.raises(ConfigError, match="compute_type"):
         CT2RolloutEngine(model, tokenizer, compute_type="int3")
-    with pytest.raises(ConfigError, match="rollout_engine"):
+    with pytest.raises(ConfigError, match="rollout engine 'vllm'"):
         RLConfig(rollout_engine="vllm")  # type: ignore[arg-type]
 
 
@@ -188,4 +197,36 @@ def test_temperature_zero_decodes_greedily_with_logprobs_at_one(student) -> None
     assert ids == logits.argmax(-1).tolist()
     np.testing.assert_allclose(
         logprobs, _trainer_logprobs(model, PROMPT, ids, 1.0), atol=LOGPROB_TOL
+    )
+
+
+def test_a_local_policy_through_ct2_decodes_like_transformers(world) -> None:  # noqa: F811
+    _, _, model = world
+    messages = [{"role": "user", "content": "Which bridge crosses the river?"}]
+    fast = build_policy(f"local:{model}", PolicyOptions(engine="ct2")).factory(0)
+    slow = build_policy(f"local:{model}").factory(0)
+    assert isinstance(fast, CT2Policy) and not isinstance(slow, CT2Policy)
+    a, b = fast.generate(messages, [], 16), slow.generate(messages, [], 16)
+    assert a.token_ids == b.token_ids and a.text == b.text  # greedy: the same reply
+    np.testing.assert_allclose(a.logprobs, b.logprobs, atol=LOGPROB_TOL)
+    with pytest.raises(InputError, match="engine"):
+        PolicyOptions(engine="llama")
+
+
+def test_cli_runs_a_local_model_through_ct2_and_refuses_unknown_engines(world, tmp_path) -> None:  # noqa: F811
+    _, _, model = world
+    args = ["run", "bridge over the river", "--index", str(Path(model).parent / "index")]
+    args += ["--policy", f"local:{model}", "--max-turns", "2", "--max-reply-tokens", "16"]
+    args += ["--budget", "3072", "--json"]
+    ok = _sleuth(*args, "--trajectory", str(tmp_path / "ok.jsonl"), "--engine", "ct2")
+    assert ok.returncode == 0, ok.stderr
+    assert json.loads(ok.stdout)["turns"] >= 1 and (tmp_path / "ok.jsonl").exists()
+    bad = _sleuth(*args, "--trajectory", str(tmp_path / "bad.jsonl"), "--engine", "llama")
+    assert bad.returncode == 2 and bad.stderr.strip().startswith("error: unknown engine 'llama'")
+    assert not (tmp_path / "bad.jsonl").exists()  # refused before anything ran
+
+
+def _sleuth(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "sleuth.cli", *args], capture_output=True, text=True, timeout=600
     )

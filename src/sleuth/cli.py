@@ -224,6 +224,10 @@ PolicyOpt = Annotated[
 ]
 ApiKeyOpt = Annotated[str, typer.Option(envvar="OPENAI_API_KEY", help="API key for a server.")]
 AdapterOpt = Annotated[str | None, typer.Option(help="LoRA adapter folder for a local model.")]
+EngineOpt = Annotated[
+    str,
+    typer.Option(help="What runs a local model: transformers | ct2 (CTranslate2, faster on CPU)."),
+]
 ReplyTokensOpt = Annotated[
     int,
     typer.Option(
@@ -240,13 +244,14 @@ def chosen_policy(
     fmt: str = "chat",
     api_key: str = "EMPTY",
     adapter: str | None = None,
+    engine: str = "transformers",
 ):
     """The policy the options name (``--policy SPEC``, or the ``--model``/``--base-url``
     shorthand), built by :func:`sleuth.policies.build_policy`."""
     from sleuth.policies.spec import PolicyOptions, build_policy, spec_from_options
 
     spec = spec_from_options(policy, model, base_url, fmt)
-    return build_policy(spec, PolicyOptions(api_key=api_key, adapter=adapter))
+    return build_policy(spec, PolicyOptions(api_key=api_key, adapter=adapter, engine=engine))
 
 
 def _harness_config(budget: int, max_turns: int, max_reply_tokens: int):
@@ -269,6 +274,7 @@ def run(
     api_key: ApiKeyOpt = "EMPTY",
     fmt: FormatOpt = "chat",
     adapter: AdapterOpt = None,
+    engine: EngineOpt = "transformers",
     budget: Annotated[int, typer.Option(help="Token budget T.")] = 32768,
     max_turns: Annotated[int, typer.Option(help="Maximum turns.")] = 128,
     max_reply_tokens: ReplyTokensOpt = DEFAULT_REPLY_TOKENS,
@@ -295,7 +301,7 @@ def run(
         )
     config = _harness_config(budget, max_turns, max_reply_tokens)
     tools = _toolbox(index, reranker)
-    built = chosen_policy(policy, model, base_url, fmt, api_key, adapter)
+    built = chosen_policy(policy, model, base_url, fmt, api_key, adapter, engine)
     result = run_query(
         built.tools(tools),
         query,
@@ -353,6 +359,7 @@ def eval_cmd(
     api_key: ApiKeyOpt = "EMPTY",
     fmt: FormatOpt = "chat",
     adapter: AdapterOpt = None,
+    engine: EngineOpt = "transformers",
     rollouts: Annotated[int, typer.Option(help="Rollouts per query, fused (the report's 4x).")] = 1,
     fuse: Annotated[str, typer.Option(help="Fusion of rollouts.")] = "rrf",
     concurrency: Annotated[int, typer.Option(help="Queries run at once.")] = 4,
@@ -378,7 +385,7 @@ def eval_cmd(
     check_folder_target(out, "--out")
     task_list = load_tasks(tasks)[:limit]
     config = _harness_config(budget, max_turns, max_reply_tokens)
-    built = chosen_policy(policy, model, base_url, fmt, api_key, adapter)
+    built = chosen_policy(policy, model, base_url, fmt, api_key, adapter, engine)
     summary = run_eval(
         task_list,
         built,
@@ -713,6 +720,9 @@ def train_rl(
         str | None, typer.Option(help="Sample rollouts from a vLLM server at this URL.")
     ] = None,
     served_model: Annotated[str | None, typer.Option(help="Model name on the vLLM server.")] = None,
+    engine: Annotated[
+        str, typer.Option(help="In-process rollout sampler: transformers | ct2 (CTranslate2).")
+    ] = "transformers",
     seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
     threads: Annotated[int | None, typer.Option(help="torch threads.")] = None,
     as_json: JsonOpt = False,
@@ -743,6 +753,7 @@ def train_rl(
         "aggregation": aggregation,
         "kl_coef": kl_coef,
         "seed": seed,
+        "rollout_engine": engine,
     }
     if preset == "cpu-small":
         config = RLConfig.cpu_small(student.path, out_dir=str(out), student=student, **overrides)

@@ -207,8 +207,8 @@ class CT2RolloutEngine:
         self.generator: Any = None
         self.stop_ids = sorted(stop_ids(tokenizer, model))
 
-    def policy(self, seed: int) -> CT2Policy:
-        return CT2Policy(self, seed=seed, name="ct2-rl")
+    def policy(self, seed: int, name: str = "ct2-rl") -> CT2Policy:
+        return CT2Policy(self, seed=seed, name=name)
 
     def sync(self, model: Any, step: int) -> None:
         """Convert ``model``'s current weights (base + LoRA) and sample from them from now on."""

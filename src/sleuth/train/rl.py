@@ -44,6 +44,7 @@ from sleuth.harness.budget import BudgetConfig
 from sleuth.harness.loop import HarnessConfig
 from sleuth.harness.trajectory import Trajectory
 from sleuth.metrics import Metrics, aggregate, compute_metrics
+from sleuth.policies.spec import LOCAL_ENGINES
 from sleuth.reward import RewardConfig, RewardTerms, compute_reward
 from sleuth.tasks.schema import Task
 from sleuth.tools.base import Tools
@@ -144,9 +145,9 @@ class RLConfig:
     temperature: float = 1.0
     """Sampling temperature; the trainer's log-probs are taken at it too (log π_T, as the
     ``ct2`` engine records them). ``LocalHFPolicy`` records log-probs at 1, so keep 1.0 with the
-    ``local`` engine."""
-    rollout_engine: Literal["local", "ct2"] = "local"
-    """In-process sampler when no engine factory is given: ``local`` (transformers, shares the
+    ``transformers`` engine."""
+    rollout_engine: Literal["transformers", "ct2"] = "transformers"
+    """In-process sampler when no engine factory is given: ``transformers`` (shares the
     trainer's weights) or ``ct2`` (CTranslate2 on CPU, several times faster; the weights are
     converted and pushed to it before each step: :mod:`sleuth.train.engine_ct2`)."""
     rollout_workers: int = 8
@@ -184,8 +185,10 @@ class RLConfig:
             raise ConfigError(f"need 0 <= w_min <= w_max, got [{self.w_min}, {self.w_max}]")
         if self.kl_coef > 0 and not self.student.lora:
             raise ConfigError("kl_coef > 0 needs LoRA (the reference is the base without adapter)")
-        if self.rollout_engine not in ("local", "ct2"):
-            raise ConfigError(f"rollout_engine {self.rollout_engine!r} unknown; use local or ct2")
+        if self.rollout_engine not in LOCAL_ENGINES:
+            raise ConfigError(
+                f"rollout engine {self.rollout_engine!r} unknown; use one of {LOCAL_ENGINES}"
+            )
         if self.kl_coef > 0 and self.aggregation == "prompt_mean":
             raise ConfigError("kl_coef > 0 supports token_mean or token_sum aggregation only")
 
