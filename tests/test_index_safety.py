@@ -283,10 +283,22 @@ def test_second_writer_is_refused_while_the_first_runs(tmp_path):
             index.ingest(_docs("e", 1))
         with pytest.raises(BusyError, match="another sleuth process"):
             index.repair()  # would roll back the ingest still running
+        manifest = tmp_path / "ix" / MANIFEST
+        manifest.write_text(manifest.read_text().replace('"ready"', '"ingesting"'))
+        with pytest.raises(IndexIncompleteError, match=f"running now \\(pid {holder.pid}\\)"):
+            Index.open(tmp_path / "ix")  # not "interrupted": --repair would undo a live ingest
     finally:
         holder.kill()  # a crashed writer: the OS drops its lock
         holder.wait()
-    assert index.ingest(_docs("e", 1)).index_documents == 4
+    with pytest.raises(IndexIncompleteError, match="interrupted"):
+        Index.open(tmp_path / "ix")  # no holder any more: a crashed ingest
+    manifest.write_text(manifest.read_text().replace('"ingesting"', '"ready"'))
+    assert (
+        Index.create(tmp_path / "ix", embedder="hash:64", chunk_tokens=32, overlap_tokens=0)
+        .ingest(_docs("e", 1))
+        .index_documents
+        == 4
+    )
 
 
 def test_in_process_lock_is_exclusive(tmp_path):

@@ -105,6 +105,21 @@ def folder_lock(folder: str | Path, what: str) -> Iterator[None]:
         os.close(fd)
 
 
+def lock_holder(folder: str | Path) -> str | None:
+    """The pid of the process holding ``folder``'s lock, or None when no one holds it."""
+    try:
+        fd = os.open(Path(folder) / LOCK_FILE, os.O_RDONLY)
+    except OSError:
+        return None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return os.pread(fd, 32, 0).decode(errors="replace").strip() or "?"
+    finally:
+        os.close(fd)
+    return None
+
+
 def check_file_target(path: str | Path, option: str) -> None:
     """A file the command will write: refuse a folder, or a parent that is a file."""
     path = Path(path)

@@ -42,7 +42,7 @@ from sleuth.corpus.models import Chunk, Document
 from sleuth.embed import Embedder, make_embedder, parse_embedder_spec
 from sleuth.errors import IndexIncompleteError, InputError
 from sleuth.index.lexical import LEXICAL_FORMAT, ChunkRow, LexicalIndex
-from sleuth.io import atomic_write_text, folder_lock
+from sleuth.io import atomic_write_text, folder_lock, lock_holder
 
 MANIFEST = "sleuth-index.json"
 SCHEMA_VERSION = 1
@@ -274,6 +274,10 @@ class Index:
         a damaged one (Chroma data missing or not matching the manifest) InputError."""
         path = Path(path)
         manifest = _read_manifest(path)
+        if manifest.state != "ready" and (pid := lock_holder(path)):
+            raise IndexIncompleteError(
+                f"{path}: an ingest is running now (pid {pid}); search it once that finishes"
+            )
         if manifest.state != "ready":
             raise IndexIncompleteError(
                 f"{path}: the last ingest was interrupted; run the same `sleuth ingest` again to "
