@@ -35,11 +35,14 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([kmgt]?)(?:i?b)?\s*$", re.IGNORECASE
 
 
 def _size(n: float) -> str:
-    for unit in ("B", "KiB", "MiB", "GiB"):
-        if n < 1024 or unit == "GiB":
-            return f"{n:.0f} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+    """Bytes in binary units, e.g. ``64.0 MiB``."""
+    if n < 1024:
+        return f"{n:.0f} B"
+    for unit in ("KiB", "MiB"):
         n /= 1024
-    raise AssertionError("unreachable")
+        if n < 1024:
+            return f"{n:.1f} {unit}"
+    return f"{n / 1024:.1f} GiB"
 
 
 @dataclass(frozen=True)
@@ -209,10 +212,11 @@ def folder_files(root: Path, options: ReadOptions) -> list[Path]:
     real_root, visited, files = root.resolve(), set(), []
     for dirpath, dirnames, filenames in os.walk(root, followlinks=options.follow_links):
         here = Path(dirpath)
-        if here.resolve() in visited:
+        real = here.resolve()
+        if real in visited:
             dirnames[:] = []
             continue
-        visited.add(here.resolve())
+        visited.add(real)
         kept = []
         for name in sorted(dirnames):
             if name.startswith("."):
