@@ -154,6 +154,7 @@ class Index:
         self.path = path
         self.manifest = manifest
         self._embedder = embedder
+        self._dim_checked: Embedder | None = None
         self.client = _chroma_client(self._chroma_path(), manifest.chroma_url)
         self.collection = self._get_collection()
         self.native_hybrid = bool(manifest.native_hybrid)
@@ -297,7 +298,9 @@ class Index:
     def embedder(self) -> Embedder:
         if self._embedder is None:
             self._embedder = make_embedder(self.manifest.embedder)
-        self._check_dim(self._embedder)
+        if self._dim_checked is not self._embedder:  # once per embedder, not per query
+            self._check_dim(self._embedder)
+            self._dim_checked = self._embedder
         return self._embedder
 
     def _check_dim(self, embedder: Embedder) -> None:
