@@ -110,7 +110,7 @@ def test_eval_and_serve_take_a_reply_cap(small_index, tmp_path, monkeypatch):
     assert server.requests[0]["max_tokens"] == 100
 
     seen = {}
-    monkeypatch.setattr("sleuth.serve.mcp_server.serve", lambda *a: seen.update(config=a[-1]))
+    monkeypatch.setattr("sleuth.serve.mcp_server.serve", lambda *a, **kw: seen.update(config=a[-1]))
     args = ["serve", "mcp", "--index", str(small_index), "--max-reply-tokens", "300"]
     assert runner.invoke(app, args).exit_code == 0
     assert seen["config"].harness.max_reply_tokens == 300
