@@ -189,6 +189,16 @@ def test_exponential_repeat_is_refused_fast_without_memory():
     assert "too large" in error and float(seconds) < 0.1
 
 
+@pytest.mark.parametrize(
+    "pattern", [r"x{9999}", r"[\w\W]{9999}", r"(?:(?:x{2000}){4})", r"(?i)(?:[a-z]{50}){190}"]
+)
+def test_the_largest_allowed_patterns_compile_within_100ms_of_cpu(pattern):
+    c0 = time.thread_time()
+    g = Grep.compile(pattern)
+    assert time.thread_time() - c0 < 0.1
+    assert g.compiled.search("y" + "x" * 10_000)  # and it still matches what it should
+
+
 def test_catastrophic_backtracking_is_answered_within_100ms_of_cpu():
     tb = Toolbox(SimpleNamespace(lexical=_lexical(["a" * 40 + "!"])))
     t0, c0 = time.perf_counter(), time.thread_time()

@@ -33,7 +33,7 @@ from sleuth.errors import ToolError
 from sleuth.index.lexical import ChunkRow, LexicalIndex
 
 MAX_PATTERN_CHARS = 2000
-MAX_EXPANDED_SIZE = 20_000  # pattern items with counted repeats multiplied out
+MAX_EXPANDED_SIZE = 10_000  # pattern items with counted repeats multiplied out
 MAX_EXACT = 64  # alternatives tracked when multiplying out literal sets
 _FLAG_LETTERS = {
     C.SRE_FLAG_IGNORECASE: "i",
@@ -58,6 +58,7 @@ _CATEGORY = {
     C.CATEGORY_NOT_WORD: r"\W",
 }
 _REPEATS = (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT)
+_ONE_CHAR = (C.LITERAL, C.NOT_LITERAL, C.ANY, C.IN)
 
 
 class GrepError(ToolError):
@@ -108,7 +109,9 @@ def expanded_size(items: Iterable) -> int:
 
 # -- canonical form for the regex engine --------------------------------------------------
 def _char(cp: int) -> str:
-    return f"\\U{cp:08x}"
+    """ASCII letters and digits as themselves (never special), anything else escaped."""
+    c = chr(cp)
+    return c if c.isascii() and c.isalnum() else f"\\U{cp:08x}"
 
 
 def _flags(bits: int) -> str:
@@ -131,10 +134,14 @@ def _set(items: list) -> str:
     return "[" + "".join(out) + "]"
 
 
-def _repeat(op, lo: int, hi: int, body: str) -> str:
+def _repeat(op, lo: int, hi: int, body: list) -> str:
+    """A single character item is repeated bare: the engine compiles a group repeat slowly."""
     count = f"{{{lo},}}" if hi == C.MAXREPEAT else f"{{{lo},{hi}}}"
     suffix = {C.MAX_REPEAT: "", C.MIN_REPEAT: "?", C.POSSESSIVE_REPEAT: "+"}[op]
-    return f"(?:{body}){count}{suffix}"
+    text = unparse(body)
+    if not (len(body) == 1 and body[0][0] in _ONE_CHAR):
+        text = f"(?:{text})"
+    return f"{text}{count}{suffix}"
 
 
 def unparse(items: Iterable) -> str:
@@ -152,7 +159,7 @@ def unparse(items: Iterable) -> str:
         elif op == C.AT:
             out.append(_AT[av])
         elif op in _REPEATS:
-            out.append(_repeat(op, av[0], av[1], unparse(av[2])))
+            out.append(_repeat(op, *av))
         elif op == C.BRANCH:
             out.append("(?:" + "|".join(unparse(alt) for alt in av[1]) + ")")
         elif op == C.SUBPATTERN:
@@ -252,7 +259,7 @@ def _repeated(lo: int, hi: int, body: list) -> Facts:
     if lo == 0:
         return _EMPTY if hi == 0 else _UNKNOWN
     exact, required = _sequence(body)
-    if exact is not None and lo == hi and len(exact) ** min(lo, 8) <= MAX_EXACT:
+    if exact is not None and lo == hi and lo <= 8 and len(exact) ** lo <= MAX_EXACT:
         out = frozenset({""})
         for _ in range(lo):
             out = frozenset(a + b for a in out for b in exact)
