@@ -27,9 +27,9 @@ from sleuth.train.engine_ct2 import (
     tempered_logprob,
 )
 from sleuth.train.model import StudentConfig, build_optimizer, load_student
-from sleuth.train.rl import RLConfig, run_rl
+from sleuth.train.rl import RLConfig, TrainItem, cispo_update, run_rl
 from sleuth.train.runlog import read_log
-from sleuth.train.sequences import sequence_logprobs
+from sleuth.train.sequences import TrainSequence, sequence_logprobs
 from sleuth.train.tiny import build_tiny_model
 from tests.test_train_rl import HARNESS, _crash_at, world  # noqa: F401  (world is a fixture)
 
@@ -230,3 +230,17 @@ def _sleuth(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, "-m", "sleuth.cli", *args], capture_output=True, text=True, timeout=600
     )
+
+
+@pytest.mark.parametrize("anchor", ["sampler", "recompute"])
+def test_an_update_reports_the_sampler_trainer_gap(student, anchor: str) -> None:
+    model, _ = copy.deepcopy(student)
+    reply = [40, 41, 42, 43]
+    exact = _trainer_logprobs(model, PROMPT, reply, 1.0)
+    offset = [0.0] * len(PROMPT) + [lp + 0.5 for lp in exact]  # a sampler 0.5 nats off
+    mask = (0,) * len(PROMPT) + (1,) * len(reply)
+    seq = TrainSequence(tuple(PROMPT + reply), mask, tuple(offset), (0,))
+    items = [TrainItem(seq, 1.0, 0), TrainItem(seq, -1.0, 0)]
+    config = RLConfig(substeps=1, micro_batch_size=2, anchor=anchor)  # type: ignore[arg-type]
+    stats = cispo_update(model, build_optimizer(model, 1e-3), items, config, pad=0, seed=0)
+    assert stats["sampler_mismatch"] == pytest.approx(0.5, abs=1e-4)
