@@ -634,6 +634,48 @@ def _set_threads(threads: int | None) -> None:
         torch.set_num_threads(threads)
 
 
+@train_app.command("ranker")
+@cli_errors
+def train_ranker_cmd(
+    index: IndexOpt,
+    tasks: Annotated[
+        list[Path], typer.Option(help="Task JSONL (repeatable): generated or benchmark tasks.")
+    ],
+    out: Annotated[Path, typer.Option(help="Where to write the ranker JSON.")],
+    regularization: Annotated[float, typer.Option(help="Inverse L2 strength C.")] = 1.0,
+    refit_passes: Annotated[
+        int, typer.Option(help="Agent passes that refit selection with the search head.")
+    ] = 1,
+    as_json: JsonOpt = False,
+) -> None:
+    """Fit the learned ranker (search rerank + document selection) on the agent's trajectories."""
+    from sleuth.index import Index
+    from sleuth.tasks import load_tasks
+    from sleuth.tools.toolbox import Toolbox
+    from sleuth.train.ranker import RankerTrainConfig, train_ranker
+
+    config = RankerTrainConfig(regularization=regularization, refit_passes=refit_passes)
+    loaded = [task for path in tasks for task in load_tasks(path)]
+    if len({t.id for t in loaded}) != len(loaded):
+        raise InputError("task ids must be unique across --tasks files")
+    toolbox = Toolbox(Index.open(index))
+    if out.is_dir():
+        raise InputError("--out is a folder; give a file path for the ranker JSON", source=str(out))
+    with progress_bar() as bar:
+        task = bar.add_task("trajectories", total=len(loaded))
+
+        def report(phase: str, done: int, total: int) -> None:
+            bar.update(task, description=phase, completed=done, total=total)
+
+        model = train_ranker(toolbox, loaded, config, progress=report)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    model.save(out)
+    if as_json:
+        print(json.dumps({"out": str(out), **model.trained_on}))
+    else:
+        console.print(f"ranker trained on {len(model.question_ids)} tasks → {out}")
+
+
 @train_app.command("sft")
 @cli_errors
 def train_sft(

@@ -1,17 +1,17 @@
-"""A scripted multi-step search agent: what a careful non-learned policy can do in four turns.
+"""A scripted multi-hop search agent: what a careful non-LLM policy can do with learned selection.
 
 1. Decompose the question into the full question, its capitalised spans (names, titles) and its
    clauses, and search for each in parallel.
-2. Read the best document (first by RRF over those searches) and prune chunks whose words
-   barely overlap the question, keeping the best few documents whatever their overlap.
-3. Bridge hop: search for the names that the kept chunks mention but the question does not,
-   each with the question words the best document left unexplained.
-4. Answer with the documents ranked by RRF over every search as the view now shows them, the
-   search for the whole question weighted up (``question_weight``).
+2. Hop: order every document seen so far (the learned selector when one is given, else RRF over
+   the searches), prune the chunks of documents it rates unlikely, and search for the names the
+   best documents mention that no search has asked for and no seen document is titled — each with
+   the question words the best document leaves unexplained. Repeat while a hop brings new names,
+   up to ``max_hops``, and while the token budget leaves room for another round of results.
+3. Answer with the documents in the selector's order.
 
-The agent is a pure function of the transcript (see :mod:`sleuth.eval.transcript`), so a run is
-deterministic given the corpus. Words are compared lower-cased and cut to ``_STEM`` characters, a
-crude stemmer that lets "founded" meet "founder" without a stemming dependency.
+The agent reads only the transcript (see :mod:`sleuth.eval.transcript`); the selector looks up
+titles and question evidence in the index the tools search. A run is deterministic given the
+corpus.
 """
 
 from __future__ import annotations
@@ -22,57 +22,54 @@ from dataclasses import dataclass
 from typing import Any
 
 from sleuth.corpus.models import doc_id_of
-from sleuth.eval.transcript import Observation, final_answer, query_of
+from sleuth.eval.transcript import Observation, final_answer, query_of, token_usage
 from sleuth.eval.transcript import observations as read_observations
 from sleuth.harness.schemas import PRUNE_CHUNKS, READ_DOCUMENT, SEARCH_CORPUS
 from sleuth.policies.scripted import Reply, call, turn
+from sleuth.ranking.features import Search, SeenDoc
+from sleuth.ranking.selector import Selector
+from sleuth.ranking.text import (
+    CALENDAR,
+    STEM,
+    capitalised_spans,
+    content_words,
+    overlap,
+    stems,
+)
 from sleuth.tools.rrf import rrf
 
-_STEM = 6
-_WORD = re.compile(r"\w[\w'’&-]*")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 _QUOTED = re.compile(r"[\"“”]([^\"“”]{3,})[\"“”]")
 _CLAUSE_BREAK = re.compile(
     r"[,;:?()\"“”]|\.\s|\b(?:and|or|but|who|whom|whose|which|that|where|when|while|whereas)\b",
     re.IGNORECASE,
 )
-_STOPWORDS = frozenset(  # a short English list plus words every question uses
-    """a about above after again against all also am an and any are as at be because been before
-    being below between both but by can could did do does doing down during each few for from
-    further had has have having he her here hers herself him himself his how i if in into is it its
-    itself just me more most my myself no nor not now of off on once only or other our ours out over
-    own same she should so some such than that the their theirs them themselves then there these
-    they this those through to too under until up very was we were what when where which while who
-    whom whose why will with would you your yours first second one two name named known called
-    many much year years""".split()  # noqa: SIM905 - a word list reads better as text
-)
-# Capitalised words that name no entity worth a bridge search.
-_CALENDAR = frozenset(
-    """january february march april may june july august september october november december
-    monday tuesday wednesday thursday friday saturday sunday""".split()  # noqa: SIM905
-)
-# Lower-case words that may sit inside a name ("Bank of England", "First for Women").
-_CONNECTORS = frozenset({"of", "the", "for", "de", "del", "la", "le", "von", "van", "der", "da"})
+_RESULT_TOKENS = 1500  # a typical search result, to judge whether another hop fits
 
 
 @dataclass
 class HeuristicAgent:
-    """The script (call it as ``agent(messages, turn_index)``); fields are its few knobs."""
+    """The script (call it as ``agent(messages, turn_index)``); fields are its knobs."""
 
+    selector: Selector | None = None
+    """Learned document selection; without it documents are ordered by weighted RRF and
+    weak chunks are found by word overlap with the question."""
     max_queries: int = 4
     """Searches in the first turn (the full question first)."""
-    prune_below: float = 0.2
-    """Prune a chunk when fewer than this share of the question's words occur in it."""
-    protected_docs: int = 2
-    """The best documents after the first searches are never pruned."""
+    max_hops: int = 3
+    """Bridge rounds after the first searches (MuSiQue questions have up to 4 hops)."""
     bridge_entities: int = 3
-    """Searches in the bridge hop, one per new name."""
+    """Searches per bridge round, one per new name."""
+    expand_docs: int = 3
+    """Names are taken from this many best documents."""
+    keep_docs: int = 6
+    """The best documents are never pruned."""
+    prune_below: float = 0.05
+    """Prune chunks of documents the selector rates below this probability (the overlap share
+    with the question when there is no selector)."""
     final_docs: int = 10
     """Length of the final list."""
     question_weight: float = 3.0
-    """RRF weight of the search for the whole question. Searches run in parallel are
-    deduplicated in call order, so the later ones rank only what the first left unseen and
-    their top hits are weaker evidence than the question's own."""
+    """RRF weight of the whole-question search when there is no selector."""
 
     def __call__(self, messages: list[dict[str, Any]], index: int) -> Reply:
         question = query_of(messages)
@@ -80,108 +77,139 @@ class HeuristicAgent:
         if index == 0:
             queries = decompose(question, self.max_queries)
             return turn(*(call(SEARCH_CORPUS, query=q) for q in queries))
-        ranked = rank_documents(seen, question, self.question_weight)
-        if index == 1 and ranked:
-            return self._read_and_prune(question, seen, ranked)
-        if index == 2:
+        ranked = self.rank(question, seen)
+        hops_done = len({o.turn for o in seen if o.tool == SEARCH_CORPUS}) - 1
+        if hops_done < self.max_hops and self._room_for(messages):
             bridges = self._bridge_queries(question, seen, ranked)
             if bridges:
-                return turn(*(call(SEARCH_CORPUS, query=q) for q in bridges))
+                calls = [call(SEARCH_CORPUS, query=q) for q in bridges]
+                weak = self._weak_chunks(question, seen, ranked)
+                if weak:
+                    calls.append(call(PRUNE_CHUNKS, chunk_ids=weak))
+                if index == 1 and ranked and _has_more_chunks(ranked[0][0], seen):
+                    calls.append(call(READ_DOCUMENT, doc_id=ranked[0][0]))
+                return turn(*calls)
         return self._answer(ranked, seen)
 
-    def _read_and_prune(self, question: str, seen: list[Observation], ranked: list[str]) -> Reply:
+    # -- ordering ------------------------------------------------------------------------
+    def rank(self, question: str, seen: list[Observation]) -> list[tuple[str, float]]:
+        """Seen documents, best first, with a score (probability with a selector)."""
+        if self.selector is None:
+            return rank_by_rrf(seen, question, self.question_weight)
+        docs, searches = trail(seen, self.selector.title)
+        return self.selector.rank(question, docs, searches)
+
+    def _room_for(self, messages: list[dict[str, Any]]) -> bool:
+        usage = token_usage(messages)
+        if usage is None:
+            return True
+        used, total = usage
+        return used + self.bridge_entities * _RESULT_TOKENS < total // 2
+
+    def _weak_chunks(
+        self, question: str, seen: list[Observation], ranked: list[tuple[str, float]]
+    ) -> list[str]:
+        protected = {doc for doc, _ in ranked[: self.keep_docs]}
+        score = dict(ranked)
         wanted = stems(question)
-        protected = set(ranked[: self.protected_docs])
-        weak = [
-            c.id
-            for o in seen
-            for c in o.chunks
-            if doc_id_of(c.id) not in protected and overlap(wanted, c.text) < self.prune_below
-        ]
-        calls = [call(READ_DOCUMENT, doc_id=ranked[0])]
-        if weak:
-            calls.append(call(PRUNE_CHUNKS, chunk_ids=list(dict.fromkeys(weak))))
-        return turn(*calls)
+        weak = []
+        for o in seen:
+            for c in o.chunks:
+                doc = doc_id_of(c.id)
+                if doc in protected:
+                    continue
+                value = score.get(doc, 0.0) if self.selector else overlap(wanted, c.text)
+                if value < self.prune_below:
+                    weak.append(c.id)
+        return list(dict.fromkeys(weak))
 
     def _bridge_queries(
-        self, question: str, seen: list[Observation], ranked: list[str]
+        self, question: str, seen: list[Observation], ranked: list[tuple[str, float]]
     ) -> list[str]:
-        """New names in the kept chunks, each searched with what the best document lacks."""
+        """New names in the best documents, each searched with what the best document lacks."""
         if not ranked:
             return []
-        weight = {doc: 1.0 / rank for rank, doc in enumerate(ranked, start=1)}
+        best = [doc for doc, _ in ranked[: self.expand_docs]]
+        weight = {doc: 1.0 / rank for rank, doc in enumerate(best, start=1)}
         asked = stems(question)
+        searched = " \n ".join(
+            str(o.arguments.get("query", "")).lower() for o in seen if o.tool == SEARCH_CORPUS
+        )
+        found_titles = self._seen_titles(seen)
         scores: Counter[str] = Counter()
         for chunk in {c.id: c for o in seen for c in o.chunks}.values():
+            doc = doc_id_of(chunk.id)
+            if doc not in weight:
+                continue
             for name in capitalised_spans(chunk.text):
-                if not stems(name) <= asked and name.lower() not in _CALENDAR:
-                    scores[name] += weight.get(doc_id_of(chunk.id), 0.0)
-        names = [name for name, score in scores.most_common(self.bridge_entities) if score > 0]
-        best_text = " ".join(c.text for o in seen for c in o.chunks if doc_id_of(c.id) == ranked[0])
+                lower = name.lower()
+                if (
+                    stems(name) <= asked
+                    or lower in CALENDAR
+                    or lower in searched
+                    or lower in found_titles
+                ):
+                    continue
+                scores[name] += weight[doc]
+        names = [name for name, _ in scores.most_common(self.bridge_entities)]
+        best_text = " ".join(c.text for o in seen for c in o.chunks if doc_id_of(c.id) == best[0])
         known = stems(best_text)
-        missing = [w for w in content_words(question) if w[:_STEM] not in known]
+        missing = [w for w in content_words(question) if w[:STEM] not in known]
         tail = " ".join(missing or content_words(question))
         return [f"{name} {tail}".strip() for name in names]
 
-    def _answer(self, ranked: list[str], seen: list[Observation]) -> Reply:
+    def _seen_titles(self, seen: list[Observation]) -> set[str]:
+        """Lower-cased titles of seen documents: a name already found needs no search."""
+        if self.selector is None:
+            return set()
+        docs = {doc_id_of(c.id) for o in seen for c in o.chunks}
+        return {self.selector.title(d).lower() for d in docs} - {""}
+
+    def _answer(self, ranked: list[tuple[str, float]], seen: list[Observation]) -> Reply:
         searches = sum(o.tool == SEARCH_CORPUS for o in seen)
-        why = f"ranked {{}} by reciprocal rank fusion over {searches} searches"
-        top = ranked[: self.final_docs]
+        how = "learned selection" if self.selector else "reciprocal rank fusion"
+        why = f"ranked {{}} by {how} over {searches} searches"
+        top = [doc for doc, _ in ranked[: self.final_docs]]
         return final_answer([(doc, why.format(rank)) for rank, doc in enumerate(top, start=1)])
 
 
-def rank_documents(seen: list[Observation], question: str, question_weight: float) -> list[str]:
+def trail(seen: list[Observation], title_of: Any) -> tuple[list[SeenDoc], list[Search]]:
+    """The selector's view of a transcript: seen documents with their ranks, and the searches."""
+    docs: dict[str, SeenDoc] = {}
+    searches: list[Search] = []
+    first_turn = min((o.turn for o in seen if o.tool == SEARCH_CORPUS), default=0)
+    for o in seen:
+        number = None
+        if o.tool == SEARCH_CORPUS:
+            number = len(searches)
+            searches.append(Search(str(o.arguments.get("query", "")), o.turn - first_turn))
+        order = list(dict.fromkeys(doc_id_of(c.id) for c in o.chunks))
+        for c in o.chunks:
+            doc = doc_id_of(c.id)
+            entry = docs.get(doc)
+            if entry is None:
+                entry = docs[doc] = SeenDoc(doc, title_of(doc))
+            if c.text not in entry.text:
+                entry.text = f"{entry.text}\n{c.text}" if entry.text else c.text
+        if number is not None:
+            for rank, doc in enumerate(order, start=1):
+                docs[doc].ranks.append((number, rank))
+    return list(docs.values()), searches
+
+
+def rank_by_rrf(
+    seen: list[Observation], question: str, question_weight: float
+) -> list[tuple[str, float]]:
     """Documents ranked by weighted RRF (k = 60) over the search results the view still shows."""
     searches = [o for o in seen if o.tool == SEARCH_CORPUS]
     rankings = [list(dict.fromkeys(doc_id_of(c.id) for c in o.chunks)) for o in searches]
     weights = [question_weight if o.arguments.get("query") == question else 1.0 for o in searches]
-    return [doc for doc, _ in rrf(rankings, weights=weights)]
+    return rrf(rankings, weights=weights)
 
 
-def content_words(text: str) -> list[str]:
-    """Lower-cased words that carry meaning (no stopwords, no one- or two-letter words)."""
-    words = (w.lower() for w in _WORD.findall(text))
-    return list(dict.fromkeys(w for w in words if len(w) > 2 and w not in _STOPWORDS))
-
-
-def stems(text: str) -> set[str]:
-    return {w[:_STEM] for w in content_words(text)}
-
-
-def overlap(wanted: set[str], text: str) -> float:
-    """Share of the question's stems that occur in ``text`` (1.0 when the question has none)."""
-    return len(wanted & stems(text)) / len(wanted) if wanted else 1.0
-
-
-def capitalised_spans(text: str) -> list[str]:
-    """Runs of capitalised words (names, titles), allowing ``_CONNECTORS`` and numbers inside.
-
-    A sentence's first word counts only when it is not a stopword ("Which", "The").
-    """
-    spans: list[str] = []
-    for sentence in _SENTENCE_END.split(text):
-        current: list[str] = []
-        pending: list[str] = []
-        for i, word in enumerate(_WORD.findall(sentence)):
-            lower = word.lower()
-            if word[0].isupper() and not (i == 0 and lower in _STOPWORDS):
-                current += [*pending, word]
-                pending = []
-            elif current and not pending and word[0].isdigit():
-                current.append(word)
-            elif current and lower in _CONNECTORS:
-                pending.append(word)
-            else:
-                _flush(current, spans)
-                current, pending = [], []
-        _flush(current, spans)
-    return list(dict.fromkeys(spans))
-
-
-def _flush(words: list[str], spans: list[str]) -> None:
-    span = " ".join(words)
-    if len(span) > 2 and span.lower() not in _STOPWORDS:
-        spans.append(span)
+def _has_more_chunks(doc: str, seen: list[Observation]) -> bool:
+    """Whether a search showed a later chunk of ``doc`` (so it has more than one to read)."""
+    return any(doc_id_of(c.id) == doc and not c.id.endswith("_0") for o in seen for c in o.chunks)
 
 
 def decompose(question: str, max_queries: int) -> list[str]:

@@ -18,6 +18,7 @@ from typing import Any
 _QUERY = re.compile(r"<query>(.*)</query>", re.DOTALL)
 _CHUNK_HEADER = re.compile(r"^# DOCUMENT ID: (\S+) \(\d+ tokens\)\n", re.MULTILINE)
 # What the harness appends after the last chunk of an observation: usage line, budget notice.
+_USAGE = re.compile(r"\[Token usage: (\d+)/(\d+)\]")
 _TRAILER = re.compile(r"\n\n(?:\[Token usage: |Your context is past )")
 
 
@@ -34,6 +35,7 @@ class Observation:
     tool: str
     arguments: dict[str, Any]
     chunks: list[ShownChunk]
+    turn: int = 0  # the policy turn (0-based) that made the call
 
 
 def query_of(messages: list[dict[str, Any]]) -> str:
@@ -45,16 +47,30 @@ def query_of(messages: list[dict[str, Any]]) -> str:
 
 def observations(messages: list[dict[str, Any]]) -> list[Observation]:
     """Every tool result in the transcript, in call order, paired with the call that made it."""
-    calls: dict[str, tuple[str, dict[str, Any]]] = {}
+    calls: dict[str, tuple[str, dict[str, Any], int]] = {}
     found: list[Observation] = []
+    turn = -1
     for message in messages:
+        if message.get("role") == "assistant":
+            turn += 1
         for call in message.get("tool_calls") or []:
             function = call["function"]
-            calls[call["id"]] = (function["name"], _arguments(function["arguments"]))
+            calls[call["id"]] = (function["name"], _arguments(function["arguments"]), turn)
         if message.get("role") == "tool" and message.get("tool_call_id") in calls:
-            tool, arguments = calls[message["tool_call_id"]]
-            found.append(Observation(tool, arguments, parse_chunks(message.get("content") or "")))
+            tool, arguments, made_in = calls[message["tool_call_id"]]
+            chunks = parse_chunks(message.get("content") or "")
+            found.append(Observation(tool, arguments, chunks, made_in))
     return found
+
+
+def token_usage(messages: list[dict[str, Any]]) -> tuple[int, int] | None:
+    """The last ``[Token usage: X/T]`` line the harness wrote, as ``(X, T)``."""
+    for message in reversed(messages):
+        if message.get("role") == "tool":
+            match = _USAGE.search(message.get("content") or "")
+            if match:
+                return int(match.group(1)), int(match.group(2))
+    return None
 
 
 def parse_chunks(text: str) -> list[ShownChunk]:

@@ -79,12 +79,18 @@ class LexicalIndex:
     grep_index: GrepIndex | None = None
     row_of: dict[str, int] = field(init=False)
     rows_of_doc: dict[str, list[int]] = field(init=False)
+    doc_number: dict[str, int] = field(init=False)  # document → dense 0-based number
+    doc_of_row: np.ndarray = field(init=False)  # row → its document's number
 
     def __post_init__(self) -> None:
         self.row_of = {r.id: i for i, r in enumerate(self.rows)}
         self.rows_of_doc = {}
         for i, r in enumerate(self.rows):
             self.rows_of_doc.setdefault(r.doc_id, []).append(i)
+        self.doc_number = {doc: n for n, doc in enumerate(self.rows_of_doc)}
+        self.doc_of_row = np.fromiter(
+            (self.doc_number[r.doc_id] for r in self.rows), dtype=np.int64, count=len(self.rows)
+        )
         for doc_rows in self.rows_of_doc.values():
             doc_rows.sort(key=lambda i: self.rows[i].idx)
 
@@ -109,16 +115,22 @@ class LexicalIndex:
         self, query: str, k: int, exclude_rows: np.ndarray | None = None
     ) -> list[tuple[str, float]]:
         """Top-``k`` chunks by BM25 with a positive score, never one of ``exclude_rows``."""
-        if self.retriever is None:
+        scores = self.scores(query)
+        if scores is None:
             return []
-        terms = [t for t in tokenize([query])[0] if t in self.retriever.vocab_dict]
-        if not terms:
-            return []
-        scores = self.retriever.get_scores(terms).astype(np.float64)
         if exclude_rows is not None and len(exclude_rows):
             scores[exclude_rows] = 0.0
         top = rank_scores(scores, k)  # rows are in (doc_id, idx) order: ties go by id
         return [(self.rows[i].id, float(scores[i])) for i in top]
+
+    def scores(self, query: str) -> np.ndarray | None:
+        """BM25 score of every row for ``query``; None when no query term is in the corpus."""
+        if self.retriever is None:
+            return None
+        terms = [t for t in tokenize([query])[0] if t in self.retriever.vocab_dict]
+        if not terms:
+            return None
+        return self.retriever.get_scores(terms).astype(np.float64)
 
     def rows_for(self, ids) -> np.ndarray:
         return np.fromiter((self.row_of[i] for i in ids if i in self.row_of), dtype=np.int64)

@@ -1,7 +1,7 @@
 """The retrieval tools over an :class:`~sleuth.index.Index` (SPEC §2).
 
-``search_corpus``: BM25 top 25 + dense top 25 → RRF (k = 60) → 50 candidates → optional
-reranker → packed in rank order into ``max_tokens`` and at most 10 chunks. Excluded ids are
+``search_corpus``: BM25 top 25 + dense top 25 → RRF (k = 60) → 50 candidates → optional learned
+ranker (:mod:`sleuth.ranking`) and/or text reranker → packed in rank order into ``max_tokens`` and at most 10 chunks. Excluded ids are
 removed inside both retrievers, before top-k, so a large exclusion set makes the search dig
 deeper rather than come back empty.
 
@@ -25,6 +25,8 @@ from sleuth.corpus.models import doc_id_of
 from sleuth.index import Index
 from sleuth.index.lexical import ChunkRow
 from sleuth.index.store import native_hybrid_search
+from sleuth.ranking.features import Candidate, search_features
+from sleuth.ranking.model import RankerModel
 from sleuth.tokens import TokenCounter, default_counter
 from sleuth.tools.grep import GrepError, grep
 from sleuth.tools.rerank import Reranker
@@ -73,10 +75,12 @@ class Toolbox:
         config: ToolConfig | None = None,
         reranker: Reranker | None = None,
         counter: TokenCounter | None = None,
+        ranker: RankerModel | None = None,
     ):
         self.index = index
         self.config = config or ToolConfig()
         self.reranker = reranker
+        self.ranker = ranker  # learned rerank stage of search_corpus (its search head)
         self.counter = counter or default_counter()
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="sleuth-retrieve")
 
@@ -109,19 +113,56 @@ class Toolbox:
             return native_hybrid_search(
                 self.index.collection, query, qvec, cfg.bm25_k, cfg.rrf_k, cfg.candidates, excluded
             )
+        lexical, dense = self._retrieve(query, excluded)
+        ranked = [[i for i, _ in lexical], [i for i, _ in dense]]
+        return rrf(ranked, k=cfg.rrf_k)[: cfg.candidates]
+
+    def _retrieve(
+        self, query: str, excluded: frozenset[str]
+    ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
+        """BM25 and dense top lists, run concurrently."""
+        cfg = self.config
         lexical = self._pool.submit(self.index.lexical_search, query, cfg.bm25_k, excluded)
         qvec = self.index.embedder.embed_query(query)
         dense = self.index.dense_search(qvec, cfg.dense_k, excluded)
-        ranked = [[i for i, _ in lexical.result()], [i for i, _ in dense]]
-        return rrf(ranked, k=cfg.rrf_k)[: cfg.candidates]
+        return lexical.result(), dense
+
+    def candidates(self, query: str, exclude: Collection[str] = ()) -> list[Candidate]:
+        """The fused candidates with each retriever's rank and score: the learned ranker's input."""
+        lexical, dense = self._retrieve(query, frozenset(exclude))
+        fused = rrf([[i for i, _ in lexical], [i for i, _ in dense]], k=self.config.rrf_k)
+        bm25 = {cid: (rank, score) for rank, (cid, score) in enumerate(lexical, start=1)}
+        cos = {cid: (rank, score) for rank, (cid, score) in enumerate(dense, start=1)}
+        out = []
+        for cid, score in fused[: self.config.candidates]:
+            row = self.index.chunk(cid)
+            if row is None:
+                continue
+            b_rank, b_score = bm25.get(cid, (None, 0.0))
+            d_rank, d_score = cos.get(cid, (None, 0.0))
+            out.append(Candidate(cid, row.title, row.text, score, b_rank, b_score, d_rank, d_score))
+        return out
+
+    def _learned_order(self, query: str, exclude: Collection[str]) -> list[ChunkHit]:
+        """Candidates ordered by the ranker's search head (ties keep the RRF order)."""
+        assert self.ranker is not None
+        cands = self.candidates(query, exclude)
+        if not cands:
+            return []
+        scores = self.ranker.search.score(search_features(query, cands, self.config.rrf_k))
+        order = sorted(range(len(cands)), key=lambda i: (-scores[i], i))
+        return [_hit(self.index.chunk(cands[i].chunk_id), float(scores[i])) for i in order]
 
     def search_corpus(
         self, query: str, exclude: Collection[str] = (), max_tokens: int | None = None
     ) -> ToolResult:
         if not isinstance(query, str) or not query.strip():
             return ToolResult(tool="search_corpus", error="query must be a non-empty string")
-        fused = self.fused_candidates(query, exclude)
-        hits = [_hit(self.index.chunk(cid), score) for cid, score in fused]
+        if self.ranker is not None and not self.index.native_hybrid:
+            hits = self._learned_order(query, exclude)
+        else:
+            fused = self.fused_candidates(query, exclude)
+            hits = [_hit(self.index.chunk(cid), score) for cid, score in fused]
         if self.reranker is not None and hits:
             scores = self.reranker.score(query, [h.text for h in hits])
             for h, s in zip(hits, scores, strict=True):

@@ -1,0 +1,46 @@
+"""Corpus-wide evidence for a question about the documents a trajectory has seen.
+
+A search shows at most ten chunks, and a bridge search ranks its hits for the bridge query,
+not for the question; the selector needs to know how each seen document stands against the
+question itself, across the whole corpus. One BM25 pass over the lexical side and one dot
+product with the stored vectors give that for a few milliseconds.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+
+import numpy as np
+
+from sleuth.index import Index
+from sleuth.ranking.features import QuestionEvidence
+
+
+def question_evidence(index: Index, question: str, doc_ids: Collection[str]) -> QuestionEvidence:
+    """BM25 score and corpus rank, and dense similarity, of each of ``doc_ids`` for ``question``."""
+    lexical = index.lexical
+    wanted = [d for d in dict.fromkeys(doc_ids) if d in lexical.rows_of_doc]
+    bm25: dict[str, float] = {}
+    bm25_rank: dict[str, int] = {}
+    scores = lexical.scores(question)
+    if scores is not None:
+        best = _best_per_document(lexical.doc_of_row, scores, len(lexical.rows_of_doc))
+        for doc in wanted:
+            value = float(best[lexical.doc_number[doc]])
+            bm25[doc] = value
+            if value > 0:
+                bm25_rank[doc] = 1 + int(np.count_nonzero(best > value))
+    dense: dict[str, float] = {}
+    if wanted:
+        chunk_ids = [lexical.rows[i].id for d in wanted for i in lexical.rows_of_doc[d]]
+        sims = index.embeddings(chunk_ids) @ index.embedder.embed_query(question)
+        for cid, sim in zip(chunk_ids, sims, strict=True):
+            doc = lexical.rows[lexical.row_of[cid]].doc_id
+            dense[doc] = max(dense.get(doc, -1.0), float(sim))
+    return QuestionEvidence(bm25=bm25, bm25_rank=bm25_rank, dense=dense)
+
+
+def _best_per_document(doc_of_row: np.ndarray, scores: np.ndarray, n_docs: int) -> np.ndarray:
+    best = np.zeros(n_docs, dtype=np.float64)
+    np.maximum.at(best, doc_of_row, scores)
+    return best

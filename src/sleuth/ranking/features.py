@@ -1,0 +1,181 @@
+"""Features of a candidate document for a question, given what the search has shown so far.
+
+Two feature sets, one per decision:
+
+* :func:`search_features` — one ``search_corpus`` call's candidates (chunks) for its query:
+  the two retrievers' ranks and scores, RRF, and how well the title and text cover the query.
+* :func:`selection_features` — every document a trajectory has seen, for the original question:
+  corpus-wide BM25 and dense evidence for the question, where and how often the searches
+  showed it, and the multi-hop signals that plain retrieval lacks: its title is named by a
+  document that answers part of the question (a bridge), or it names one.
+
+Both are plain ``float`` rows in a fixed column order (``*_COLUMNS``) so a linear model's
+weights can be stored as JSON next to their names.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from sleuth.ranking.text import bare_title, mentions, overlap, stems
+
+SEARCH_COLUMNS = (
+    "rrf",
+    "bm25_rr",
+    "dense_rr",
+    "bm25_rel",
+    "dense_cos",
+    "query_cover",
+    "title_named",
+    "title_cover",
+)
+SELECTION_COLUMNS = (
+    "bm25_rel",
+    "bm25_rr",
+    "dense_cos",
+    "dense_gap",
+    "question_cover",
+    "title_named",
+    "title_cover",
+    "question_search_rr",
+    "best_rr",
+    "searches",
+    "link_in",
+    "link_out",
+    "entity_search_rr",
+    "first_hop",
+)
+
+
+@dataclass
+class Candidate:
+    """One fused ``search_corpus`` candidate with what each retriever said about it."""
+
+    chunk_id: str
+    title: str
+    text: str
+    rrf: float
+    bm25_rank: int | None = None  # 1-based; None when BM25 did not return it
+    bm25_score: float = 0.0
+    dense_rank: int | None = None
+    dense_score: float = 0.0
+
+
+def _rr(rank: int | None) -> float:
+    return 1.0 / rank if rank else 0.0
+
+
+def search_features(query: str, candidates: Sequence[Candidate], rrf_k: int = 60) -> np.ndarray:
+    """A ``[len(candidates), len(SEARCH_COLUMNS)]`` matrix for one search call."""
+    wanted = stems(query)
+    query_lower = query.lower()
+    top_bm25 = max((c.bm25_score for c in candidates), default=0.0) or 1.0
+    rows = []
+    for c in candidates:
+        title_stems = stems(bare_title(c.title))
+        rows.append(
+            [
+                c.rrf * rrf_k,
+                _rr(c.bm25_rank),
+                _rr(c.dense_rank),
+                c.bm25_score / top_bm25,
+                c.dense_score,
+                overlap(wanted, f"{c.title}\n{c.text}"),
+                float(bool(c.title) and mentions(query_lower, c.title)),
+                len(title_stems & wanted) / len(title_stems) if title_stems else 0.0,
+            ]
+        )
+    return np.asarray(rows, dtype=np.float32).reshape(len(rows), len(SEARCH_COLUMNS))
+
+
+@dataclass
+class SeenDoc:
+    """A document as a trajectory met it: its title, the text shown, and where it ranked."""
+
+    doc_id: str
+    title: str
+    text: str = ""
+    ranks: list[tuple[int, int]] = field(default_factory=list)  # (search number, 1-based rank)
+
+
+@dataclass
+class Search:
+    """One search the trajectory ran: its query and the hop it belongs to (0 = first turn)."""
+
+    query: str
+    hop: int
+
+
+@dataclass
+class QuestionEvidence:
+    """Corpus-wide evidence for the question, per seen document (from the index)."""
+
+    bm25: dict[str, float]  # best chunk BM25 score for the question
+    bm25_rank: dict[str, int]  # 1-based rank of that score among all documents
+    dense: dict[str, float]  # best chunk cosine similarity to the question
+
+
+def selection_features(
+    question: str,
+    docs: Sequence[SeenDoc],
+    searches: Sequence[Search],
+    evidence: QuestionEvidence,
+) -> np.ndarray:
+    """A ``[len(docs), len(SELECTION_COLUMNS)]`` matrix, one row per seen document."""
+    wanted = stems(question)
+    question_lower = question.lower()
+    top_bm25 = max((evidence.bm25.get(d.doc_id, 0.0) for d in docs), default=0.0) or 1.0
+    top_dense = max((evidence.dense.get(d.doc_id, 0.0) for d in docs), default=0.0)
+    question_searches = {
+        i for i, s in enumerate(searches) if s.query.strip().lower() == question_lower.strip()
+    }
+    cover = [overlap(wanted, f"{d.title}\n{d.text}") for d in docs]
+    # How much of the question a document answers by itself: the weight of its links.
+    relevance = [
+        0.5 * c + 0.5 * evidence.bm25.get(d.doc_id, 0.0) / top_bm25
+        for c, d in zip(cover, docs, strict=True)
+    ]
+    lowered = [f"{d.title}\n{d.text}".lower() for d in docs]
+    rows = []
+    for i, d in enumerate(docs):
+        title_stems = stems(bare_title(d.title))
+        link_in = link_out = 0.0
+        for j, other in enumerate(docs):
+            if j == i:
+                continue
+            if d.title and mentions(lowered[j], d.title):
+                link_in = max(link_in, relevance[j])
+            if other.title and mentions(lowered[i], other.title):
+                link_out = max(link_out, relevance[j])
+        name = bare_title(d.title).lower()
+        entity_rr = max(
+            (
+                1.0 / rank
+                for s, rank in d.ranks
+                if s not in question_searches and name and name in searches[s].query.lower()
+            ),
+            default=0.0,
+        )
+        rows.append(
+            [
+                evidence.bm25.get(d.doc_id, 0.0) / top_bm25,
+                _rr(evidence.bm25_rank.get(d.doc_id)),
+                evidence.dense.get(d.doc_id, 0.0),
+                evidence.dense.get(d.doc_id, 0.0) - top_dense,
+                cover[i],
+                float(bool(d.title) and mentions(question_lower, d.title)),
+                len(title_stems & wanted) / len(title_stems) if title_stems else 0.0,
+                max((1.0 / r for s, r in d.ranks if s in question_searches), default=0.0),
+                max((1.0 / r for _, r in d.ranks), default=0.0),
+                math.log1p(len({s for s, _ in d.ranks})),
+                link_in,
+                link_out,
+                entity_rr,
+                min((searches[s].hop for s, _ in d.ranks), default=0) / 3.0,
+            ]
+        )
+    return np.asarray(rows, dtype=np.float32).reshape(len(rows), len(SELECTION_COLUMNS))

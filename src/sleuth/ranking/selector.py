@@ -1,0 +1,53 @@
+"""The selector: orders the documents a trajectory has seen by how likely each is gold.
+
+It is what the scripted agent consults to prune, to choose the next hop's entities and to
+write its final list. Features come from what the trajectory showed plus corpus-wide evidence
+for the question (:mod:`sleuth.ranking.evidence`); the weights are the ranker's ``selection``
+head.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from sleuth.index import Index
+from sleuth.ranking.evidence import question_evidence
+from sleuth.ranking.features import Search, SeenDoc, selection_features
+from sleuth.ranking.model import RankerModel
+
+
+def document_title(index: Index, doc_id: str) -> str:
+    rows = index.document_chunks(doc_id)
+    return rows[0].title if rows else ""
+
+
+def seen_features(
+    index: Index, question: str, docs: Sequence[SeenDoc], searches: Sequence[Search]
+) -> np.ndarray:
+    """The selection-head features of ``docs``, with the question's evidence from ``index``."""
+    evidence = question_evidence(index, question, [d.doc_id for d in docs])
+    return selection_features(question, docs, searches, evidence)
+
+
+class Selector:
+    """Scores seen documents for a question with a trained :class:`RankerModel`."""
+
+    def __init__(self, index: Index, model: RankerModel):
+        self.index = index
+        self.model = model
+
+    def title(self, doc_id: str) -> str:
+        return document_title(self.index, doc_id)
+
+    def rank(
+        self, question: str, docs: Sequence[SeenDoc], searches: Sequence[Search]
+    ) -> list[tuple[str, float]]:
+        """``(doc_id, probability)`` best first; equal scores are ordered by document id."""
+        if not docs:
+            return []
+        logits = self.model.selection.score(seen_features(self.index, question, docs, searches))
+        probs = 1.0 / (1.0 + np.exp(-logits))
+        order = sorted(range(len(docs)), key=lambda i: (-probs[i], docs[i].doc_id))
+        return [(docs[i].doc_id, float(probs[i])) for i in order]

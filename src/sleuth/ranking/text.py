@@ -1,0 +1,102 @@
+"""Word-level text helpers shared by the ranker's features and the scripted agent.
+
+Words are compared lower-cased and cut to ``STEM`` characters, a crude stemmer that lets
+"founded" meet "founder" without a stemming dependency; it only needs to be consistent.
+"""
+
+from __future__ import annotations
+
+import re
+
+STEM = 6
+_WORD = re.compile(r"\w[\w'’&-]*")
+_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+_PARENTHESIS = re.compile(r"\s*\([^)]*\)\s*$")
+STOPWORDS = frozenset(  # a short English list plus words every question uses
+    """a about above after again against all also am an and any are as at be because been before
+    being below between both but by can could did do does doing down during each few for from
+    further had has have having he her here hers herself him himself his how i if in into is it its
+    itself just me more most my myself no nor not now of off on once only or other our ours out over
+    own same she should so some such than that the their theirs them themselves then there these
+    they this those through to too under until up very was we were what when where which while who
+    whom whose why will with would you your yours first second one two name named known called
+    many much year years""".split()  # noqa: SIM905 - a word list reads better as text
+)
+# Lower-case words that may sit inside a name ("Bank of England", "First for Women").
+_CONNECTORS = frozenset({"of", "the", "for", "de", "del", "la", "le", "von", "van", "der", "da"})
+# Capitalised words that name no entity worth a search.
+CALENDAR = frozenset(
+    """january february march april may june july august september october november december
+    monday tuesday wednesday thursday friday saturday sunday""".split()  # noqa: SIM905
+)
+
+
+def words(text: str) -> list[str]:
+    return _WORD.findall(text)
+
+
+def content_words(text: str) -> list[str]:
+    """Lower-cased words that carry meaning (no stopwords, no one- or two-letter words)."""
+    lowered = (w.lower() for w in _WORD.findall(text))
+    return list(dict.fromkeys(w for w in lowered if len(w) > 2 and w not in STOPWORDS))
+
+
+def stems(text: str) -> set[str]:
+    return {w[:STEM] for w in content_words(text)}
+
+
+def overlap(wanted: set[str], text: str) -> float:
+    """Share of ``wanted`` stems that occur in ``text`` (1.0 when nothing is wanted)."""
+    return len(wanted & stems(text)) / len(wanted) if wanted else 1.0
+
+
+def bare_title(title: str) -> str:
+    """A title without its trailing disambiguation: "Mercury (planet)" → "Mercury"."""
+    return _PARENTHESIS.sub("", title).strip() or title.strip()
+
+
+def mentions(text_lower: str, title: str) -> bool:
+    """Whether ``text_lower`` (already lower-cased) names ``title`` as whole words."""
+    name = bare_title(title).lower()
+    if len(name) < 3:
+        return False
+    start = text_lower.find(name)
+    while start >= 0:
+        end = start + len(name)
+        before = text_lower[start - 1] if start else " "
+        after = text_lower[end] if end < len(text_lower) else " "
+        if not before.isalnum() and not after.isalnum():
+            return True
+        start = text_lower.find(name, start + 1)
+    return False
+
+
+def capitalised_spans(text: str) -> list[str]:
+    """Runs of capitalised words (names, titles), allowing connectors and numbers inside.
+
+    A sentence's first word counts only when it is not a stopword ("Which", "The").
+    """
+    spans: list[str] = []
+    for sentence in _SENTENCE_END.split(text):
+        current: list[str] = []
+        pending: list[str] = []
+        for i, word in enumerate(_WORD.findall(sentence)):
+            lower = word.lower()
+            if word[0].isupper() and not (i == 0 and lower in STOPWORDS):
+                current += [*pending, word]
+                pending = []
+            elif current and not pending and word[0].isdigit():
+                current.append(word)
+            elif current and lower in _CONNECTORS:
+                pending.append(word)
+            else:
+                _flush(current, spans)
+                current, pending = [], []
+        _flush(current, spans)
+    return list(dict.fromkeys(spans))
+
+
+def _flush(span_words: list[str], spans: list[str]) -> None:
+    span = " ".join(span_words)
+    if len(span) > 2 and span.lower() not in STOPWORDS:
+        spans.append(span)

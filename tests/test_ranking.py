@@ -1,0 +1,161 @@
+"""The learned ranker: hand-computed features, the linear heads, the split, training end to end."""
+
+from __future__ import annotations
+
+import math
+from importlib import resources
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from sleuth.errors import InputError
+from sleuth.index import Index
+from sleuth.ranking import (
+    SEARCH_COLUMNS,
+    SELECTION_COLUMNS,
+    Candidate,
+    LinearHead,
+    QuestionEvidence,
+    RankerModel,
+    Search,
+    SeenDoc,
+    load_ranker,
+    search_features,
+    selection_features,
+)
+from sleuth.tasks import read_2wiki
+from sleuth.tasks.split import is_heldout, split_tasks
+from sleuth.tools.toolbox import Toolbox
+from sleuth.train.ranker import train_ranker
+
+PACKAGED_2WIKI = "data/benchmarks/2wikimultihopqa/2wikimultihopqa_dev_200.jsonl"
+
+
+def _col(matrix: np.ndarray, columns: tuple[str, ...], name: str) -> list[float]:
+    return [round(float(v), 4) for v in matrix[:, columns.index(name)]]
+
+
+def test_search_features_by_hand():
+    cands = [
+        Candidate("a_0", "Zanzibar Quartet", "played music", 2 / 61, 1, 8.0, 1, 0.9),
+        Candidate("b_0", "Weather (film)", "zanzibar rain", 1 / 62, None, 0.0, 2, 0.5),
+    ]
+    x = search_features("Who founded the Zanzibar Quartet", cands)
+    assert x.shape == (2, len(SEARCH_COLUMNS))
+    assert _col(x, SEARCH_COLUMNS, "rrf") == [round(120 / 61, 4), round(60 / 62, 4)]
+    assert _col(x, SEARCH_COLUMNS, "bm25_rr") == [1.0, 0.0]
+    assert _col(x, SEARCH_COLUMNS, "dense_rr") == [1.0, 0.5]
+    assert _col(x, SEARCH_COLUMNS, "bm25_rel") == [1.0, 0.0]
+    # query stems: founde, zanzib, quarte → a covers zanzib + quarte, b covers zanzib
+    assert _col(x, SEARCH_COLUMNS, "query_cover") == [round(2 / 3, 4), round(1 / 3, 4)]
+    assert _col(x, SEARCH_COLUMNS, "title_named") == [1.0, 0.0]
+    assert _col(x, SEARCH_COLUMNS, "title_cover") == [1.0, 0.0]
+
+
+def test_selection_features_link_a_bridge_document_to_the_question():
+    question = "Where was the director of Blue Harbor born?"
+    docs = [
+        SeenDoc("blue", "Blue Harbor", "Blue Harbor is a film directed by Ana Lind.", [(0, 1)]),
+        SeenDoc("ana", "Ana Lind", "Ana Lind was born in Oslo.", [(1, 1)]),
+        SeenDoc("other", "Other Thing", "Nothing relevant here.", [(0, 2), (1, 2)]),
+    ]
+    searches = [Search(question, 0), Search("Ana Lind born", 1)]
+    evidence = QuestionEvidence(
+        bm25={"blue": 6.0, "ana": 1.5, "other": 0.0},
+        bm25_rank={"blue": 1, "ana": 7},
+        dense={"blue": 0.8, "ana": 0.4, "other": 0.1},
+    )
+    x = selection_features(question, docs, searches, evidence)
+    assert x.shape == (3, len(SELECTION_COLUMNS))
+    assert _col(x, SELECTION_COLUMNS, "bm25_rel") == [1.0, 0.25, 0.0]
+    assert _col(x, SELECTION_COLUMNS, "bm25_rr") == [1.0, round(1 / 7, 4), 0.0]
+    assert _col(x, SELECTION_COLUMNS, "dense_gap") == [0.0, -0.4, -0.7]
+    assert _col(x, SELECTION_COLUMNS, "title_named") == [1.0, 0.0, 0.0]
+    assert _col(x, SELECTION_COLUMNS, "question_search_rr") == [1.0, 0.0, 0.5]
+    assert _col(x, SELECTION_COLUMNS, "best_rr") == [1.0, 1.0, 0.5]
+    assert _col(x, SELECTION_COLUMNS, "searches") == [
+        round(math.log(2), 4),
+        round(math.log(2), 4),
+        round(math.log(3), 4),
+    ]
+    # "Ana Lind" is named by Blue Harbor, which answers part of the question: a bridge.
+    blue_relevance = 0.5 * (3 / 4) + 0.5 * 1.0  # question stems: director, blue, harbor, born
+    assert _col(x, SELECTION_COLUMNS, "link_in") == [0.0, round(blue_relevance, 4), 0.0]
+    ana_relevance = 0.5 * (1 / 4) + 0.5 * 0.25
+    # Blue Harbor names Ana Lind: its link out is worth what Ana Lind answers.
+    assert _col(x, SELECTION_COLUMNS, "link_out") == [round(ana_relevance, 4), 0.0, 0.0]
+    assert _col(x, SELECTION_COLUMNS, "entity_search_rr") == [0.0, 1.0, 0.0]
+    assert _col(x, SELECTION_COLUMNS, "first_hop") == [0.0, round(1 / 3, 4), 0.0]
+
+
+def test_linear_head_scores_standardised_features_and_round_trips(tmp_path):
+    head = LinearHead(
+        columns=["a", "b"], mean=[1.0, 0.0], scale=[2.0, 1.0], weights=[1.0, -1.0], bias=0.5
+    )
+    got = head.score(np.array([[3.0, 1.0], [1.0, 0.0]]))
+    assert got.tolist() == [0.5, 0.5]  # (3-1)/2 - 1 + .5 ; 0 - 0 + .5
+    with pytest.raises(ValueError):
+        head.score(np.zeros((1, 3)))
+    search = head.model_copy(update={"columns": list(SEARCH_COLUMNS)})
+    search = search.model_copy(update={"mean": [0.0] * 8, "scale": [1.0] * 8, "weights": [1.0] * 8})
+    selection = search.model_copy(
+        update={
+            "columns": list(SELECTION_COLUMNS),
+            "mean": [0.0] * 14,
+            "scale": [1.0] * 14,
+            "weights": [0.5] * 14,
+        }
+    )
+    model = RankerModel(search=search, selection=selection, question_ids=["q1"])
+    model.save(tmp_path / "r.json")
+    assert load_ranker(tmp_path / "r.json") == model
+    bad = model.model_copy(update={"search": head})
+    bad.save(tmp_path / "bad.json")
+    with pytest.raises(InputError, match="retrain"):
+        load_ranker(tmp_path / "bad.json")
+
+
+def test_split_is_fixed_disjoint_and_complete():
+    _, tasks = read_2wiki(str(resources.files("sleuth").joinpath(PACKAGED_2WIKI)))
+    train, heldout = split_tasks(tasks)
+    assert {t.id for t in train}.isdisjoint({t.id for t in heldout})
+    assert len(train) + len(heldout) == len(tasks)
+    assert 0.35 < len(heldout) / len(tasks) < 0.65
+    assert all(is_heldout(t.id) for t in heldout)
+    assert split_tasks(list(reversed(tasks)))[1] == list(reversed(heldout))
+
+
+def test_shipped_ranker_never_trained_on_a_heldout_question():
+    model = load_ranker()
+    assert model.question_ids, "the shipped ranker lists the questions it trained on"
+    assert not [q for q in model.question_ids if is_heldout(q)]
+
+
+@pytest.fixture(scope="module")
+def small_index(tmp_path_factory):
+    docs, tasks = read_2wiki(str(resources.files("sleuth").joinpath(PACKAGED_2WIKI)))
+    tasks = tasks[:16]
+    wanted = {d for t in tasks for d in t.gold_doc_ids + t.distractor_doc_ids}
+    path = Path(tmp_path_factory.mktemp("rank")) / "ix"
+    Index.create(path, embedder="hash:64").ingest([d for d in docs if d.id in wanted])
+    return Index.open(path), tasks
+
+
+def test_training_uses_only_the_given_questions_and_reranks_search(small_index):
+    index, tasks = small_index
+    train, heldout = split_tasks(tasks)
+    model = train_ranker(Toolbox(index), train)
+    assert model.question_ids == sorted(t.id for t in train)
+    assert not set(model.question_ids) & {t.id for t in heldout}
+    assert model.trained_on["selection_examples"] > 0
+    plain, ranked = Toolbox(index), Toolbox(index, ranker=model)
+    query = heldout[0].query
+    shown = ranked.search_corpus(query).chunks
+    assert shown, "the reranked search still returns chunks"
+    cands = {c.chunk_id for c in plain.candidates(query)}
+    assert {c.id for c in shown} <= cands  # reranking reorders the fused candidates only
+    scores = [c.score for c in shown]
+    assert scores == sorted(scores, reverse=True)  # in the search head's order
+    expected = model.search.score(search_features(query, plain.candidates(query)))
+    assert max(scores) == pytest.approx(float(expected.max()), rel=1e-5)
