@@ -145,7 +145,7 @@ def small_index(tmp_path_factory):
 def test_training_uses_only_the_given_questions_and_reranks_search(small_index):
     index, tasks = small_index
     train, heldout = split_tasks(tasks)
-    model = train_ranker(Toolbox(index), train)
+    model = train_ranker([(Toolbox(index), train)])
     assert model.question_ids == sorted(t.id for t in train)
     assert not set(model.question_ids) & {t.id for t in heldout}
     assert model.trained_on["selection_examples"] > 0

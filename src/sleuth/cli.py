@@ -667,7 +667,7 @@ def train_ranker_cmd(
         def report(phase: str, done: int, total: int) -> None:
             bar.update(task, description=phase, completed=done, total=total)
 
-        model = train_ranker(toolbox, loaded, config, progress=report)
+        model = train_ranker([(toolbox, loaded)], config, progress=report)
     out.parent.mkdir(parents=True, exist_ok=True)
     model.save(out)
     if as_json:

@@ -69,29 +69,32 @@ class _Examples:
         return np.concatenate(self.features), np.concatenate(self.labels)
 
 
+Source = tuple[Toolbox, Sequence[Task]]
+"""Tasks and the tools over the corpus they are asked of (one pooled index per dataset)."""
+
+
 def train_ranker(
-    toolbox: Toolbox,
-    tasks: Sequence[Task],
+    sources: Sequence[Source],
     config: RankerTrainConfig | None = None,
     progress: Progress | None = None,
 ) -> RankerModel:
-    """Fit both heads on ``tasks`` (every task needs gold documents)."""
+    """Fit both heads on every source's tasks (tasks without gold documents are skipped)."""
     config = config or RankerTrainConfig()
-    tasks = [t for t in tasks if t.gold_doc_ids]
+    sources = [(tb, [t for t in tasks if t.gold_doc_ids]) for tb, tasks in sources]
+    tasks = [t for _, ts in sources for t in ts]
     if not tasks:
         raise InputError("no training task has gold documents")
-    plain = Toolbox(toolbox.index, toolbox.config, counter=toolbox.counter)
-    search, selection = _collect(plain, tasks, None, "pass 1", progress)
+    if len({t.id for t in tasks}) != len(tasks):
+        raise InputError("training task ids must be unique")
+    search, selection = _collect_all(sources, None, "pass 1", progress)
     model = RankerModel(
         search=fit_head(*search.stacked(), SEARCH_COLUMNS, config.regularization),
         selection=fit_head(*selection.stacked(), SELECTION_COLUMNS, config.regularization),
     )
-    ranked = Toolbox(toolbox.index, toolbox.config, counter=toolbox.counter, ranker=model)
     for n in range(config.refit_passes):
-        _, selection = _collect(ranked, tasks, model, f"pass {n + 2}", progress)
+        _, selection = _collect_all(sources, model, f"pass {n + 2}", progress)
         refit = fit_head(*selection.stacked(), SELECTION_COLUMNS, config.regularization)
         model = model.model_copy(update={"selection": refit})
-        ranked.ranker = model
     counts = {"tasks": len(tasks), "search_examples": int(sum(len(y) for y in search.labels))}
     counts["selection_examples"] = int(sum(len(y) for y in selection.labels))
     return model.model_copy(
@@ -102,29 +105,40 @@ def train_ranker(
     )
 
 
+def _collect_all(
+    sources: Sequence[Source], model: RankerModel | None, label: str, progress: Progress | None
+) -> tuple[_Examples, _Examples]:
+    """Examples from every source; the agent reranks its searches when ``model`` is given."""
+    search, selection = _Examples([], []), _Examples([], [])
+    total, done = sum(len(ts) for _, ts in sources), 0
+    for toolbox, tasks in sources:
+        tools = Toolbox(toolbox.index, toolbox.config, counter=toolbox.counter, ranker=model)
+        for task in tasks:
+            _collect(tools, task, model, search, selection)
+            done += 1
+            if progress:
+                progress(label, done, total)
+    return search, selection
+
+
 def _collect(
     toolbox: Toolbox,
-    tasks: Sequence[Task],
+    task: Task,
     model: RankerModel | None,
-    label: str,
-    progress: Progress | None,
-) -> tuple[_Examples, _Examples]:
-    search, selection = _Examples([], []), _Examples([], [])
+    search: _Examples,
+    selection: _Examples,
+) -> None:
+    """Run the agent on one task and add what it searched and saw, labelled by gold."""
+    gold = set(task.gold_doc_ids)
     selector = Selector(toolbox.index, model) if model else None
+    policy = ScriptedPolicy(HeuristicAgent(selector=selector, prune_below=0.0))
     with tempfile.TemporaryDirectory() as tmp:
-        for i, task in enumerate(tasks):
-            gold = set(task.gold_doc_ids)
-            agent = HeuristicAgent(selector=selector, prune_below=0.0)
-            policy = ScriptedPolicy(agent)
-            Harness(toolbox, policy).run(task.query, Path(tmp) / "run.jsonl")
-            seen = observations(policy.requests[-1])
-            docs, searches = trail(seen, lambda doc: document_title(toolbox.index, doc))
-            for s in searches:
-                cands = toolbox.candidates(s.query)
-                x = search_features(s.query, cands, toolbox.config.rrf_k)
-                search.add(x, [doc_id_of(c.chunk_id) in gold for c in cands])
-            x = seen_features(toolbox.index, task.query, docs, searches)
-            selection.add(x, [d.doc_id in gold for d in docs])
-            if progress:
-                progress(label, i + 1, len(tasks))
-    return search, selection
+        Harness(toolbox, policy).run(task.query, Path(tmp) / "run.jsonl")
+    seen = observations(policy.requests[-1])
+    docs, searches = trail(seen, lambda doc: document_title(toolbox.index, doc))
+    for s in searches:
+        cands = toolbox.candidates(s.query)
+        x = search_features(s.query, cands, toolbox.config.rrf_k)
+        search.add(x, [doc_id_of(c.chunk_id) in gold for c in cands])
+    x = seen_features(toolbox.index, task.query, docs, searches)
+    selection.add(x, [d.doc_id in gold for d in docs])
