@@ -57,7 +57,8 @@ def sources(out: Path, embedder: str) -> dict[str, tuple[Toolbox, list[Task], li
 
 
 def synthetic_tasks() -> list[Task]:
-    return load_tasks(str(resources.files("sleuth").joinpath(SYNTHETIC)))
+    """The training side of the offline generator's tasks (the rest stay for the demo)."""
+    return split_tasks(load_tasks(str(resources.files("sleuth").joinpath(SYNTHETIC))))[0]
 
 
 def recall_at_5(tools: Toolbox, make_policy, tasks: list[Task]) -> list[float]:
@@ -78,7 +79,9 @@ def train(found, names: list[str], config: RankerTrainConfig) -> RankerModel:
         chosen.append((found["2Wiki"][0], synthetic_tasks()))
     started = time.perf_counter()
     model = train_ranker(chosen, config)
-    console.print(f"trained on {names} + synthetic: {model.trained_on} ({time.perf_counter() - started:.0f} s)")
+    console.print(
+        f"trained on {names} + synthetic: {model.trained_on} ({time.perf_counter() - started:.0f} s)"
+    )
     return model
 
 
@@ -106,8 +109,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=Path("/tmp/sleuth-quality"))
     parser.add_argument("--embedder", default="minilm")
-    parser.add_argument("--ship", action="store_true", help="train on everything and write the shipped file")
-    parser.add_argument("--rotations", action="store_true", help="cross-dataset held-out evaluation")
+    parser.add_argument(
+        "--ship", action="store_true", help="train on everything and write the shipped file"
+    )
+    parser.add_argument(
+        "--rotations", action="store_true", help="cross-dataset held-out evaluation"
+    )
     parser.add_argument("--limit", type=int, default=None, help="held-out questions per rotation")
     parser.add_argument("--refit-passes", type=int, default=1)
     args = parser.parse_args()

@@ -140,7 +140,10 @@ def test_sigkill_during_cli_ingest_then_resume(tmp_path):
     manifest = ix / "sleuth-index.json"
     while time.time() < deadline:
         state = json.loads(manifest.read_text() or "{}") if manifest.exists() else {}
-        if state.get("state") == "ingesting" and Index(ix, IndexManifest.model_validate(state)).collection.count() > 20:
+        if (
+            state.get("state") == "ingesting"
+            and Index(ix, IndexManifest.model_validate(state)).collection.count() > 20
+        ):
             break
         time.sleep(0.05)
     os.kill(proc.pid, signal.SIGKILL)

@@ -302,10 +302,11 @@ def run(
     config = _harness_config(budget, max_turns, max_reply_tokens)
     tools = _toolbox(index, reranker)
     built = chosen_policy(policy, model, base_url, fmt, api_key, adapter, engine)
+    tools, factory = built.for_tools(tools)
     result = run_query(
-        built.tools(tools),
+        tools,
         query,
-        policy=built.factory(0),
+        policy=factory(0),
         trajectory=trajectory,
         config=built.harness(config),
     )
@@ -449,7 +450,7 @@ def serve_mcp(
         "http" if http else "stdio",
         host,
         port,
-        built.factory,
+        built,
         McpServerConfig(
             reranker=reranker, harness=harness, budget=budget, trajectory_dir=trajectory_dir
         ),

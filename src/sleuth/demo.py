@@ -30,6 +30,7 @@ from sleuth.harness import BudgetConfig, HarnessConfig, load_trajectory
 from sleuth.index import Index
 from sleuth.io import atomic_write_text
 from sleuth.policies.spec import BuiltPolicy, adapter_settings, build_policy, shipped_adapter
+from sleuth.ranking.model import load_ranker
 from sleuth.tasks import Task, load_tasks, read_2wiki
 from sleuth.tools.toolbox import Toolbox
 
@@ -80,11 +81,16 @@ def adapter_policy() -> dict[str, Any]:
 
 
 def packaged_corpus() -> tuple[list[Document], list[Task], list[Task]]:
-    """The shipped corpus, its real questions, and the offline tasks the adapter never saw."""
+    """The shipped corpus, its real questions and offline tasks, less any that the shipped
+    adapter or the shipped ranker trained on."""
     docs, real = read_2wiki(str(resources.files("sleuth").joinpath(CORPUS)))
-    trained = set(adapter_policy().get("trained_task_ids", []))
+    trained = set(adapter_policy().get("trained_task_ids", [])) | set(load_ranker().question_ids)
     offline = load_tasks(str(resources.files("sleuth").joinpath(OFFLINE_TASKS)))
-    return docs, real, [t for t in offline if t.id not in trained]
+    return (
+        docs,
+        [t for t in real if t.id not in trained],
+        [t for t in offline if t.id not in trained],
+    )
 
 
 def choose(config: DemoConfig) -> tuple[list[Document], list[Task], list[Task]]:

@@ -123,7 +123,7 @@ def run_eval(
     run = {"schema_version": RECORD_SCHEMA_VERSION, "policy": label, "rollouts": rollouts}
     run |= {"fuse": fuse if rollouts > 1 else None, "rrf_k": rrf_k, "beta": beta}
     if isinstance(built, BuiltPolicy):
-        make_policy, tools = built.factory, built.tools(tools)
+        tools, make_policy = built.for_tools(tools)
         harness = built.harness(harness_config)
     else:
         make_policy, harness = built, harness_config or HarnessConfig()

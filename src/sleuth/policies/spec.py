@@ -76,6 +76,8 @@ class PolicyOptions:
     max_retries: int = 4
     agent: Mapping[str, Any] = field(default_factory=dict)
     """Keyword arguments of the heuristic agent."""
+    ranker: str | None = None
+    """The learned ranker of ``heuristic`` (a ``sleuth train ranker`` file); None: the shipped one."""
 
     def __post_init__(self) -> None:
         if self.engine not in LOCAL_ENGINES:
@@ -94,6 +96,9 @@ class BuiltPolicy:
     factory: PolicyFactory
     wrap_tools: Callable[[Tools], Tools] = _same
     configure: Callable[[HarnessConfig], HarnessConfig] = _same
+    bind: Callable[[Tools], PolicyFactory] | None = None
+    """For a policy that consults the index it searches (the heuristic agent's learned
+    selector): its factory for runs against these (already wrapped) tools."""
 
     @property
     def label(self) -> str:
@@ -102,6 +107,11 @@ class BuiltPolicy:
     def tools(self, tools: Tools) -> Tools:
         """The tools this policy runs against (e.g. a one-retriever toolbox for ``bm25``)."""
         return self.wrap_tools(tools)
+
+    def for_tools(self, tools: Tools) -> tuple[Tools, PolicyFactory]:
+        """The tools this policy runs against, and its fresh-policy factory for them."""
+        wrapped = self.wrap_tools(tools)
+        return wrapped, (self.bind(wrapped) if self.bind else self.factory)
 
     def harness(self, base: HarnessConfig | None = None) -> HarnessConfig:
         """``base`` with what this policy needs (an adapter's trained settings, reasoning echo)."""
@@ -206,6 +216,8 @@ def _single_pass(spec: PolicySpec, options: PolicyOptions) -> BuiltPolicy:
 
 
 def _heuristic(spec: PolicySpec, options: PolicyOptions) -> BuiltPolicy:
+    """``heuristic``: the agent with the learned ranker (search rerank, pruning, final list);
+    ``heuristic-plain``: the same agent ordering by RRF, for comparison."""
     from sleuth.eval.heuristic import HeuristicAgent
     from sleuth.policies.scripted import ScriptedPolicy
 
@@ -214,11 +226,34 @@ def _heuristic(spec: PolicySpec, options: PolicyOptions) -> BuiltPolicy:
     def factory(seed: int) -> Policy:
         return _named(ScriptedPolicy(HeuristicAgent(**options.agent)), spec.kind)
 
-    return BuiltPolicy(spec, factory)
+    if spec.kind != "heuristic":
+        return BuiltPolicy(spec, factory)
+    from sleuth.ranking.model import load_ranker
+    from sleuth.ranking.selector import Selector
+    from sleuth.tools.toolbox import Toolbox
+
+    model = load_ranker(options.ranker)
+
+    def wrap(tools: Tools) -> Tools:
+        return tools.with_ranker(model) if isinstance(tools, Toolbox) else tools
+
+    def bind(tools: Tools) -> PolicyFactory:
+        if not isinstance(tools, Toolbox):
+            return factory
+        selector = Selector(tools.index, model)
+
+        def selecting(seed: int) -> Policy:
+            agent = HeuristicAgent(selector=selector, **options.agent)
+            return _named(ScriptedPolicy(agent), spec.kind)
+
+        return selecting
+
+    return BuiltPolicy(spec, factory, wrap_tools=wrap, bind=bind)
 
 
 SCRIPTED: dict[str, Builder] = {
     "heuristic": _heuristic,
+    "heuristic-plain": _heuristic,
     "single-pass": _single_pass,
     "bm25": _single_pass,
     "dense": _single_pass,

@@ -278,15 +278,16 @@ def tool_descriptions(tools: ToolConfig, harness: HarnessConfig) -> dict[str, st
 
 def build_server(
     index_dir: str | Path,
-    policy_factory: PolicyFactory | None = None,
+    policy: BuiltPolicy | PolicyFactory | None = None,
     config: McpServerConfig | None = None,
 ) -> MCPServer:
     """An MCP server exposing the four tools and the ``search`` subagent over one index.
 
     Args:
         index_dir: a finished sleuth index (``sleuth ingest``).
-        policy_factory: makes a fresh policy for each ``search`` call (policies keep per-run
-            state); default the scripted ``heuristic`` agent, which needs no model.
+        policy: the ``search`` subagent: a built spec (its tools serve the four tools too, e.g.
+            with the learned ranker) or a factory of fresh policies (they keep per-run state);
+            default :data:`~sleuth.policies.spec.DEFAULT_POLICY`, which needs no model.
         config: reranker, harness and trajectory settings.
 
     Returns:
@@ -301,7 +302,10 @@ def build_server(
     """
     config = config or McpServerConfig()
     toolbox = Toolbox(Index.open(index_dir), reranker=make_reranker(config.reranker))
-    tools = SleuthTools(toolbox, policy_factory or policy_factory_for(), config)
+    policy = policy or serving_policy()
+    if isinstance(policy, BuiltPolicy):
+        toolbox, policy = policy.for_tools(toolbox)
+    tools = SleuthTools(toolbox, policy, config)
     server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS)
     for name, description in tool_descriptions(toolbox.config, config.harness).items():
         server.add_tool(getattr(tools, name), name=name, description=description)
@@ -344,7 +348,7 @@ def serve(
     transport: Transport = "stdio",
     host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT,
-    policy_factory: PolicyFactory | None = None,
+    policy: BuiltPolicy | PolicyFactory | None = None,
     config: McpServerConfig | None = None,
     token: str | None = None,
     insecure: bool = False,
@@ -357,7 +361,7 @@ def serve(
     """
     if transport == "http":
         http_notice(host, port, token, insecure)
-    server = build_server(index_dir, policy_factory, config)
+    server = build_server(index_dir, policy, config)
     run_server(server, transport, host, port, token=token, insecure=insecure)
 
 
@@ -495,10 +499,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.http:
             http_notice(args.host, args.port, args.token, args.insecure)
-        factory = policy_factory_for(
+        built = serving_policy(
             args.policy, model=args.model, base_url=args.base_url, api_key=args.api_key
         )
-        server = build_server(args.index, factory, config)
+        server = build_server(args.index, built, config)
     except (SleuthError, ValueError) as exc:  # ValueError: a bad --reranker spec
         print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
         return 2

@@ -84,6 +84,10 @@ class Toolbox:
         self.counter = counter or default_counter()
         self._pool = ThreadPoolExecutor(max_workers=2, thread_name_prefix="sleuth-retrieve")
 
+    def with_ranker(self, ranker: RankerModel | None) -> Toolbox:
+        """The same tools over the same index with the learned ranker as the rerank stage."""
+        return Toolbox(self.index, self.config, self.reranker, self.counter, ranker=ranker)
+
     def block_tokens(self, hit: ChunkHit) -> int:
         """Tokens of the block the policy sees for this chunk, separator included."""
         return self.counter.count(render_chunk(hit)) + 1
