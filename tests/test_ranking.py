@@ -159,3 +159,22 @@ def test_training_uses_only_the_given_questions_and_reranks_search(small_index):
     assert scores == sorted(scores, reverse=True)  # in the search head's order
     expected = model.search.score(search_features(query, plain.candidates(query)))
     assert max(scores) == pytest.approx(float(expected.max()), rel=1e-5)
+
+
+def test_query_embeddings_are_computed_once_per_text():
+    from sleuth.embed import make_embedder
+
+    embedder = make_embedder("minilm")
+    calls = []
+    original = embedder.embed_documents
+
+    def counting(texts, *args, **kwargs):
+        calls.append(list(texts))
+        return original(texts, *args, **kwargs)
+
+    embedder.embed_documents = counting
+    first = embedder.embed_query("who founded the zanzibar quartet")
+    first[:] = 0.0  # a caller may scribble on its copy
+    second = embedder.embed_query("who founded the zanzibar quartet")
+    assert calls == [["who founded the zanzibar quartet"]]
+    assert float(np.abs(second).sum()) > 0

@@ -237,6 +237,12 @@ ReplyTokensOpt = Annotated[
 DEFAULT_REPLY_TOKENS = 2048  # a search turn is calls + a short note; reasoning fits too
 
 
+RankerOpt = Annotated[
+    Path | None,
+    typer.Option(help="Learned ranker JSON for the heuristic agent (default: the shipped one)."),
+]
+
+
 def chosen_policy(
     policy: str | None,
     model: str | None = None,
@@ -245,13 +251,21 @@ def chosen_policy(
     api_key: str = "EMPTY",
     adapter: str | None = None,
     engine: str = "transformers",
+    ranker: Path | None = None,
 ):
     """The policy the options name (``--policy SPEC``, or the ``--model``/``--base-url``
     shorthand), built by :func:`sleuth.policies.build_policy`."""
     from sleuth.policies.spec import PolicyOptions, build_policy, spec_from_options
 
     spec = spec_from_options(policy, model, base_url, fmt)
-    return build_policy(spec, PolicyOptions(api_key=api_key, adapter=adapter, engine=engine))
+    if ranker is not None and not ranker.is_file():
+        raise InputError(
+            "--ranker: no such file (write one with `sleuth train ranker`)", source=str(ranker)
+        )
+    options = PolicyOptions(
+        api_key=api_key, adapter=adapter, engine=engine, ranker=str(ranker) if ranker else None
+    )
+    return build_policy(spec, options)
 
 
 def _harness_config(budget: int, max_turns: int, max_reply_tokens: int):
@@ -275,6 +289,7 @@ def run(
     fmt: FormatOpt = "chat",
     adapter: AdapterOpt = None,
     engine: EngineOpt = "transformers",
+    ranker: RankerOpt = None,
     budget: Annotated[int, typer.Option(help="Token budget T.")] = 32768,
     max_turns: Annotated[int, typer.Option(help="Maximum turns.")] = 128,
     max_reply_tokens: ReplyTokensOpt = DEFAULT_REPLY_TOKENS,
@@ -301,7 +316,9 @@ def run(
         )
     config = _harness_config(budget, max_turns, max_reply_tokens)
     tools = _toolbox(index, reranker)
-    built = chosen_policy(policy, model, base_url, fmt, api_key, adapter, engine)
+    built = chosen_policy(
+        policy, model, base_url, fmt, api_key, adapter, engine=engine, ranker=ranker
+    )
     tools, factory = built.for_tools(tools)
     result = run_query(
         tools,
@@ -361,6 +378,7 @@ def eval_cmd(
     fmt: FormatOpt = "chat",
     adapter: AdapterOpt = None,
     engine: EngineOpt = "transformers",
+    ranker: RankerOpt = None,
     rollouts: Annotated[int, typer.Option(help="Rollouts per query, fused (the report's 4x).")] = 1,
     fuse: Annotated[str, typer.Option(help="Fusion of rollouts.")] = "rrf",
     concurrency: Annotated[int, typer.Option(help="Queries run at once.")] = 4,
@@ -386,7 +404,9 @@ def eval_cmd(
     check_folder_target(out, "--out")
     task_list = load_tasks(tasks)[:limit]
     config = _harness_config(budget, max_turns, max_reply_tokens)
-    built = chosen_policy(policy, model, base_url, fmt, api_key, adapter, engine)
+    built = chosen_policy(
+        policy, model, base_url, fmt, api_key, adapter, engine=engine, ranker=ranker
+    )
     summary = run_eval(
         task_list,
         built,

@@ -17,7 +17,7 @@ import os
 import re
 import threading
 from collections.abc import Callable, Sequence
-from functools import cache
+from functools import cache, lru_cache
 from typing import Protocol
 
 import numpy as np
@@ -79,7 +79,13 @@ class SentenceTransformerEmbedder:
         return np.concatenate(out) if out else np.zeros((0, self.dim), np.float32)
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self.embed_documents([text])[0]
+        """Cached: an agent embeds its question for every search and every selection."""
+        return _cached_query(self, text).copy()
+
+
+@lru_cache(maxsize=4096)
+def _cached_query(embedder: SentenceTransformerEmbedder, text: str) -> np.ndarray:
+    return embedder.embed_documents([text])[0]
 
 
 def minilm_path() -> str:
