@@ -73,10 +73,12 @@ def recall_at_5(tools: Toolbox, make_policy, tasks: list[Task]) -> list[float]:
     return values
 
 
-def train(found, names: list[str], config: RankerTrainConfig) -> RankerModel:
-    chosen = [(found[n][0], found[n][1]) for n in names]
-    if "2Wiki" in names:
-        chosen.append((found["2Wiki"][0], synthetic_tasks()))
+def train(
+    found, names: list[str], config: RankerTrainConfig, per_dataset: int | None, synthetic: int
+) -> RankerModel:
+    chosen = [(found[n][0], found[n][1][:per_dataset]) for n in names]
+    if "2Wiki" in names and synthetic:
+        chosen.append((found["2Wiki"][0], synthetic_tasks()[:synthetic]))
     started = time.perf_counter()
     model = train_ranker(chosen, config)
     console.print(
@@ -85,8 +87,10 @@ def train(found, names: list[str], config: RankerTrainConfig) -> RankerModel:
     return model
 
 
-def rotation(found, held: str, config: RankerTrainConfig, limit: int | None) -> dict:
-    model = train(found, [n for n in found if n != held], config)
+def rotation(found, held: str, args: argparse.Namespace, config: RankerTrainConfig) -> dict:
+    names = [n for n in found if n != held]
+    model = train(found, names, config, args.per_dataset, args.synthetic)
+    limit = args.limit
     tools, _, heldout = found[held]
     heldout = heldout[:limit] if limit else heldout
     ranked = Toolbox(tools.index, ranker=model)
@@ -117,15 +121,17 @@ def main() -> None:
     )
     parser.add_argument("--limit", type=int, default=None, help="held-out questions per rotation")
     parser.add_argument("--refit-passes", type=int, default=1)
+    parser.add_argument("--per-dataset", type=int, default=None, help="training questions each")
+    parser.add_argument("--synthetic", type=int, default=60, help="synthetic training tasks")
     args = parser.parse_args()
     config = RankerTrainConfig(refit_passes=args.refit_passes)
     found = sources(args.out, args.embedder)
     if args.ship:
-        model = train(found, list(found), config)
+        model = train(found, list(found), config, args.per_dataset, args.synthetic)
         model.save(SHIPPED)
         console.print(f"wrote {SHIPPED}")
     if args.rotations:
-        rows = [rotation(found, held, config, args.limit) for held in found]
+        rows = [rotation(found, held, args, config) for held in found]
         for r in rows:
             console.print(
                 f"held out {r['held_out']} (n={r['n']}): single-pass R@5 {r['single_pass_r5']:.3f} → "

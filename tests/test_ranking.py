@@ -58,13 +58,13 @@ def test_selection_features_link_a_bridge_document_to_the_question():
     docs = [
         SeenDoc("blue", "Blue Harbor", "Blue Harbor is a film directed by Ana Lind.", [(0, 1)]),
         SeenDoc("ana", "Ana Lind", "Ana Lind was born in Oslo.", [(1, 1)]),
-        SeenDoc("other", "Other Thing", "Nothing relevant here.", [(0, 2), (1, 2)]),
+        SeenDoc("oslo", "Oslo", "Oslo is the capital of Norway.", [(1, 2)]),
     ]
     searches = [Search(question, 0), Search("Ana Lind born", 1)]
     evidence = QuestionEvidence(
-        bm25={"blue": 6.0, "ana": 1.5, "other": 0.0},
+        bm25={"blue": 6.0, "ana": 1.5, "oslo": 0.0},
         bm25_rank={"blue": 1, "ana": 7},
-        dense={"blue": 0.8, "ana": 0.4, "other": 0.1},
+        dense={"blue": 0.8, "ana": 0.4, "oslo": 0.1},
     )
     x = selection_features(question, docs, searches, evidence)
     assert x.shape == (3, len(SELECTION_COLUMNS))
@@ -72,21 +72,20 @@ def test_selection_features_link_a_bridge_document_to_the_question():
     assert _col(x, SELECTION_COLUMNS, "bm25_rr") == [1.0, round(1 / 7, 4), 0.0]
     assert _col(x, SELECTION_COLUMNS, "dense_gap") == [0.0, -0.4, -0.7]
     assert _col(x, SELECTION_COLUMNS, "title_named") == [1.0, 0.0, 0.0]
-    assert _col(x, SELECTION_COLUMNS, "question_search_rr") == [1.0, 0.0, 0.5]
+    assert _col(x, SELECTION_COLUMNS, "question_search_rr") == [1.0, 0.0, 0.0]
     assert _col(x, SELECTION_COLUMNS, "best_rr") == [1.0, 1.0, 0.5]
-    assert _col(x, SELECTION_COLUMNS, "searches") == [
-        round(math.log(2), 4),
-        round(math.log(2), 4),
-        round(math.log(3), 4),
-    ]
-    # "Ana Lind" is named by Blue Harbor, which answers part of the question: a bridge.
-    blue_relevance = 0.5 * (3 / 4) + 0.5 * 1.0  # question stems: director, blue, harbor, born
-    assert _col(x, SELECTION_COLUMNS, "link_in") == [0.0, round(blue_relevance, 4), 0.0]
+    assert _col(x, SELECTION_COLUMNS, "searches") == [round(math.log(2), 4)] * 3
+    # question stems: direct, blue, harbor, born. Blue Harbor covers 3, Ana Lind 1, Oslo 0.
+    blue_relevance = 0.5 * (3 / 4) + 0.5 * 1.0
     ana_relevance = 0.5 * (1 / 4) + 0.5 * 0.25
+    # "Ana Lind" is named by Blue Harbor, which answers part of the question: a bridge.
+    assert _col(x, SELECTION_COLUMNS, "link_in") == [0.0, blue_relevance, ana_relevance]
+    # Oslo is named by Ana Lind, which is itself named by Blue Harbor: the next hop.
+    assert _col(x, SELECTION_COLUMNS, "link_chain") == [0.0, 0.0, blue_relevance]
     # Blue Harbor names Ana Lind: its link out is worth what Ana Lind answers.
-    assert _col(x, SELECTION_COLUMNS, "link_out") == [round(ana_relevance, 4), 0.0, 0.0]
+    assert _col(x, SELECTION_COLUMNS, "link_out") == [ana_relevance, 0.0, 0.0]
     assert _col(x, SELECTION_COLUMNS, "entity_search_rr") == [0.0, 1.0, 0.0]
-    assert _col(x, SELECTION_COLUMNS, "first_hop") == [0.0, round(1 / 3, 4), 0.0]
+    assert _col(x, SELECTION_COLUMNS, "first_hop") == [0.0, round(1 / 3, 4), round(1 / 3, 4)]
 
 
 def test_linear_head_scores_standardised_features_and_round_trips(tmp_path):
@@ -102,9 +101,9 @@ def test_linear_head_scores_standardised_features_and_round_trips(tmp_path):
     selection = search.model_copy(
         update={
             "columns": list(SELECTION_COLUMNS),
-            "mean": [0.0] * 14,
-            "scale": [1.0] * 14,
-            "weights": [0.5] * 14,
+            "mean": [0.0] * 15,
+            "scale": [1.0] * 15,
+            "weights": [0.5] * 15,
         }
     )
     model = RankerModel(search=search, selection=selection, question_ids=["q1"])

@@ -23,12 +23,15 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sleuth.errors import InputError
 from sleuth.harness.loop import HarnessConfig
 from sleuth.harness.policy import Policy
 from sleuth.tools.base import Tools
+
+if TYPE_CHECKING:
+    from sleuth.ranking.model import RankerModel
 
 PolicyFactory = Callable[[int], Policy]
 """Builds the policy of one run from its seed (policies keep per-run state)."""
@@ -76,8 +79,9 @@ class PolicyOptions:
     max_retries: int = 4
     agent: Mapping[str, Any] = field(default_factory=dict)
     """Keyword arguments of the heuristic agent."""
-    ranker: str | None = None
-    """The learned ranker of ``heuristic`` (a ``sleuth train ranker`` file); None: the shipped one."""
+    ranker: str | RankerModel | None = None
+    """The learned ranker of ``heuristic``: a ``sleuth train ranker`` file or a model in memory;
+    None: the shipped one."""
 
     def __post_init__(self) -> None:
         if self.engine not in LOCAL_ENGINES:
@@ -228,11 +232,12 @@ def _heuristic(spec: PolicySpec, options: PolicyOptions) -> BuiltPolicy:
 
     if spec.kind != "heuristic":
         return BuiltPolicy(spec, factory)
-    from sleuth.ranking.model import load_ranker
+    from sleuth.ranking.model import RankerModel, load_ranker
     from sleuth.ranking.selector import Selector
     from sleuth.tools.toolbox import Toolbox
 
-    model = load_ranker(options.ranker)
+    ranker = options.ranker
+    model = ranker if isinstance(ranker, RankerModel) else load_ranker(ranker)
 
     def wrap(tools: Tools) -> Tools:
         return tools.with_ranker(model) if isinstance(tools, Toolbox) else tools
@@ -253,10 +258,10 @@ def _heuristic(spec: PolicySpec, options: PolicyOptions) -> BuiltPolicy:
 
 SCRIPTED: dict[str, Builder] = {
     "heuristic": _heuristic,
-    "heuristic-plain": _heuristic,
     "single-pass": _single_pass,
     "bm25": _single_pass,
     "dense": _single_pass,
+    "heuristic-plain": _heuristic,
 }
 """Scripted (model-free) policies by name; add an entry to offer a new one."""
 

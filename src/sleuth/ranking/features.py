@@ -45,6 +45,7 @@ SELECTION_COLUMNS = (
     "best_rr",
     "searches",
     "link_in",
+    "link_chain",
     "link_out",
     "entity_search_rr",
     "first_hop",
@@ -140,17 +141,18 @@ def selection_features(
         for c, d in zip(cover, docs, strict=True)
     ]
     lowered = [f"{d.title}\n{d.text}".lower() for d in docs]
+    # names[i]: the documents whose text names document i's title (its in-links).
+    names = [
+        [j for j in range(len(docs)) if j != i and d.title and mentions(lowered[j], d.title)]
+        for i, d in enumerate(docs)
+    ]
+    link_in = [max((relevance[j] for j in names[i]), default=0.0) for i in range(len(docs))]
     rows = []
     for i, d in enumerate(docs):
         title_stems = stems(bare_title(d.title))
-        link_in = link_out = 0.0
-        for j, other in enumerate(docs):
-            if j == i:
-                continue
-            if d.title and mentions(lowered[j], d.title):
-                link_in = max(link_in, relevance[j])
-            if other.title and mentions(lowered[i], other.title):
-                link_out = max(link_out, relevance[j])
+        # A later hop: named by a document that is itself named by one answering the question.
+        chain = max((link_in[j] for j in names[i]), default=0.0)
+        link_out = max((relevance[j] for j in range(len(docs)) if i in names[j]), default=0.0)
         name = bare_title(d.title).lower()
         entity_rr = max(
             (
@@ -172,7 +174,8 @@ def selection_features(
                 max((1.0 / r for s, r in d.ranks if s in question_searches), default=0.0),
                 max((1.0 / r for _, r in d.ranks), default=0.0),
                 math.log1p(len({s for s, _ in d.ranks})),
-                link_in,
+                link_in[i],
+                chain,
                 link_out,
                 entity_rr,
                 min((searches[s].hop for s, _ in d.ranks), default=0) / 3.0,

@@ -26,13 +26,13 @@ import numpy as np
 
 from sleuth.corpus.models import doc_id_of
 from sleuth.errors import InputError
-from sleuth.eval.heuristic import HeuristicAgent, trail
+from sleuth.eval.heuristic import trail
 from sleuth.eval.transcript import observations
 from sleuth.harness.loop import Harness
-from sleuth.policies.scripted import ScriptedPolicy
+from sleuth.policies.spec import PolicyOptions, build_policy
 from sleuth.ranking.features import SEARCH_COLUMNS, SELECTION_COLUMNS, search_features
 from sleuth.ranking.model import RankerModel, fit_head
-from sleuth.ranking.selector import Selector, document_title, seen_features
+from sleuth.ranking.selector import document_title, seen_features
 from sleuth.tasks.schema import Task
 from sleuth.tools.toolbox import Toolbox
 
@@ -112,7 +112,7 @@ def _collect_all(
     search, selection = _Examples([], []), _Examples([], [])
     total, done = sum(len(ts) for _, ts in sources), 0
     for toolbox, tasks in sources:
-        tools = Toolbox(toolbox.index, toolbox.config, counter=toolbox.counter, ranker=model)
+        tools = toolbox.with_ranker(None)
         for task in tasks:
             _collect(tools, task, model, search, selection)
             done += 1
@@ -130,10 +130,13 @@ def _collect(
 ) -> None:
     """Run the agent on one task and add what it searched and saw, labelled by gold."""
     gold = set(task.gold_doc_ids)
-    selector = Selector(toolbox.index, model) if model else None
-    policy = ScriptedPolicy(HeuristicAgent(selector=selector, prune_below=0.0))
+    # No pruning while collecting: every document a run meets becomes an example.
+    options = PolicyOptions(agent={"prune_below": 0.0}, ranker=model)
+    built = build_policy("heuristic" if model else "heuristic-plain", options)
+    tools, factory = built.for_tools(toolbox)
+    policy = factory(0)
     with tempfile.TemporaryDirectory() as tmp:
-        Harness(toolbox, policy).run(task.query, Path(tmp) / "run.jsonl")
+        Harness(tools, policy).run(task.query, Path(tmp) / "run.jsonl")
     seen = observations(policy.requests[-1])
     docs, searches = trail(seen, lambda doc: document_title(toolbox.index, doc))
     for s in searches:
