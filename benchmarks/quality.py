@@ -7,7 +7,7 @@ Datasets: the staged HotpotQA (both files, 298 questions), MuSiQue and 2Wiki sam
 ``combined``: one index of all three samples' paragraphs (more distractors), each dataset's
 questions run against it. Every policy runs through ``sleuth.eval.run_eval`` (harness, runner,
 metrics as for any policy). Questions a trained component saw (``--train-ids``, by default the
-learned ranker's ``meta.json``) are never evaluated; the corpus still holds their paragraphs.
+shipped ranker file, which lists them) are never evaluated; the corpus still holds their paragraphs.
 
 Per row: the means over questions, the 95% bootstrap interval of R@5, and, per dataset, R@5 of
 the policy minus single-pass with a paired-bootstrap 95% interval. Indexes (``OUT/index``) and
@@ -41,7 +41,9 @@ from sleuth.tasks import Task, read_2wiki, read_benchmark, read_hotpotqa, read_m
 from sleuth.tools.toolbox import Toolbox
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
-TRAIN_IDS = Path(__file__).resolve().parents[1] / "src" / "sleuth" / "data" / "ranker" / "meta.json"
+TRAIN_IDS = (
+    Path(__file__).resolve().parents[1] / "src" / "sleuth" / "data" / "ranker" / "ranker.json"
+)
 # name -> (reader, folder, the ``Task.source`` its tasks carry)
 DATASETS: dict[str, tuple[Callable[[Any], Any], Path, str]] = {
     "HotpotQA": (read_hotpotqa, SHARED / "hotpotqa_distractor_dev", "hotpotqa"),
