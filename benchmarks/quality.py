@@ -37,6 +37,7 @@ from sleuth.eval import POLICY_NAMES, load_results, run_eval
 from sleuth.eval.aggregate import bootstrap_interval, mean_defined, paired_bootstrap_difference
 from sleuth.index import Index
 from sleuth.policies import parse_policy_spec
+from sleuth.policies.spec import SCRIPTED
 from sleuth.tasks import Task, read_2wiki, read_benchmark, read_hotpotqa, read_musique
 from sleuth.tools.toolbox import Toolbox
 
@@ -287,7 +288,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--embedder", default="minilm")
     args = parser.parse_args(argv)
     args.datasets = _names(args.datasets, [*DATASETS, COMBINED], "dataset")
-    args.policies = _names(args.policies, POLICY_NAMES, "policy")
+    args.policies = _names(args.policies, list(SCRIPTED), "policy")
     for policy in args.policies:
         parse_policy_spec(policy)
     if args.questions is not None and args.questions < 1:
