@@ -49,7 +49,7 @@ from sleuth.train.checkpoint import latest_checkpoint
 from sleuth.train.model import StudentConfig
 from sleuth.train.rl import RLConfig, run_rl
 from sleuth.train.runlog import read_log
-from sleuth.train.sft import SFTConfig, run_sft, teacher_factory
+from sleuth.train.sft import SFTConfig, build_teacher, run_sft
 
 CORPUS = "data/benchmarks/2wikimultihopqa/2wikimultihopqa_dev_200.jsonl"
 OFFLINE_TASKS = "data/tasks/2wiki_offline_tasks.jsonl"
@@ -279,10 +279,10 @@ def train_sft(
             harness=harness,
             rollout_workers=preset.workers,
         )
-        teacher = teacher_factory(
-            "heuristic", max_queries=2, bridge_entities=0, final_docs=preset.final_docs
+        taught, teacher = build_teacher(
+            "heuristic", tools, max_queries=2, bridge_entities=0, final_docs=preset.final_docs
         )
-        report = run_sft(config, tasks, tools, teacher)
+        report = run_sft(config, tasks, taught, teacher)
         print(f"SFT: {report.model_dump_json()}", flush=True)
     return folder / "model"
 

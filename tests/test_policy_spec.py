@@ -33,12 +33,17 @@ from sleuth.policies import (
     parse_policy_spec,
 )
 from sleuth.policies.local_hf import LocalHFPolicy
-from sleuth.policies.spec import adapter_settings, shipped_adapter, spec_from_options
+from sleuth.policies.spec import (
+    PolicyOptions,
+    adapter_settings,
+    shipped_adapter,
+    spec_from_options,
+)
 from sleuth.serve import policy_factory_for
 from sleuth.tasks import Task
 from sleuth.tools.rerank import make_reranker
 from sleuth.train.model import StudentConfig
-from sleuth.train.sft import SFTConfig, teacher_factory
+from sleuth.train.sft import SFTConfig, build_teacher
 from sleuth.train.tiny import build_tiny_model
 from tests.harness_fakes import FakeTools
 
@@ -87,7 +92,7 @@ def test_every_entry_point_parses_with_the_one_grammar(tmp_path, monkeypatch, sm
     task = Task(id="t", query="capital of France", answer="Paris", gold_doc_ids=["d0"])
     entry_points = [
         lambda spec: build_policy(spec).factory(0),
-        lambda spec: teacher_factory(spec)(0),
+        lambda spec: build_teacher(spec, FakeTools())[1](0),
         lambda spec: policy_factory_for(spec)(0),
         lambda spec: run_eval([task], spec, FakeTools(), tmp_path / spec, progress=False),
     ]
@@ -140,13 +145,39 @@ def test_harmony_specs_echo_reasoning_and_chat_specs_do_not():
 
 def test_local_path_is_greedy_seeded_and_shares_weights(tmp_path):
     tiny = build_tiny_model(tmp_path / "tiny", seed=0)
-    built = build_policy(f"local:{tiny}")
+    built = build_policy(f"local:{tiny}", PolicyOptions(engine="transformers"))
     a, b = built.factory(3), built.factory(4)
     assert isinstance(a, LocalHFPolicy) and a.model is b.model
     assert (a.temperature, a.seed, b.seed) == (0.0, 3, 4)
     assert built.harness(HarnessConfig(max_reply_tokens=77)).max_reply_tokens == 77
     with pytest.raises(InputError, match="does not exist"):
         build_policy(f"local:{tmp_path / 'missing'}")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("ctranslate2") is None, reason="needs ctranslate2")
+def test_local_models_run_on_ctranslate2_unless_told_otherwise(tmp_path):
+    from sleuth.train.engine_ct2 import CT2Policy
+
+    tiny = build_tiny_model(tmp_path / "tiny", seed=0)
+    assert isinstance(build_policy(f"local:{tiny}").factory(0), CT2Policy)
+    slow = build_policy(f"local:{tiny}", PolicyOptions(engine="transformers")).factory(0)
+    assert not isinstance(slow, CT2Policy)
+    with pytest.raises(InputError, match="unknown engine"):
+        PolicyOptions(engine="llama")
+
+
+def test_the_heuristic_teacher_searches_with_its_ranker_and_the_student_can_too(small_index):
+    from sleuth.index import Index
+    from sleuth.policies.spec import _with_tool_settings
+    from sleuth.tools.toolbox import Toolbox
+
+    plain = Toolbox(Index.open(small_index))
+    tools, make_teacher = build_teacher("heuristic", plain)
+    assert tools.ranker is not None and make_teacher(0).name == "heuristic"
+    assert build_teacher("single-pass", plain)[0].ranker is None
+    student = _with_tool_settings(plain, {"search_max_chunks": 2, "ranker": True})
+    assert student.ranker is not None and student.config.search_max_chunks == 2
+    assert _with_tool_settings(plain, {"search_max_chunks": 2}).ranker is None
 
 
 @pytest.mark.skipif(

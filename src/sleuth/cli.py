@@ -226,7 +226,10 @@ ApiKeyOpt = Annotated[str, typer.Option(envvar="OPENAI_API_KEY", help="API key f
 AdapterOpt = Annotated[str | None, typer.Option(help="LoRA adapter folder for a local model.")]
 EngineOpt = Annotated[
     str,
-    typer.Option(help="What runs a local model: transformers | ct2 (CTranslate2, faster on CPU)."),
+    typer.Option(
+        help="What runs a local model: auto (ct2 when installed) | transformers | ct2 (CTranslate2, "
+        "faster on CPU)."
+    ),
 ]
 ReplyTokensOpt = Annotated[
     int,
@@ -288,7 +291,7 @@ def run(
     api_key: ApiKeyOpt = "EMPTY",
     fmt: FormatOpt = "chat",
     adapter: AdapterOpt = None,
-    engine: EngineOpt = "transformers",
+    engine: EngineOpt = "auto",
     ranker: RankerOpt = None,
     budget: Annotated[int, typer.Option(help="Token budget T.")] = 32768,
     max_turns: Annotated[int, typer.Option(help="Maximum turns.")] = 128,
@@ -377,7 +380,7 @@ def eval_cmd(
     api_key: ApiKeyOpt = "EMPTY",
     fmt: FormatOpt = "chat",
     adapter: AdapterOpt = None,
-    engine: EngineOpt = "transformers",
+    engine: EngineOpt = "auto",
     ranker: RankerOpt = None,
     rollouts: Annotated[int, typer.Option(help="Rollouts per query, fused (the report's 4x).")] = 1,
     fuse: Annotated[str, typer.Option(help="Fusion of rollouts.")] = "rrf",
@@ -728,7 +731,7 @@ def train_sft(
     """Teacher trajectories through the harness, the report's filter, then LoRA/full fine-tuning."""
     from sleuth.harness import BudgetConfig, HarnessConfig
     from sleuth.tasks import load_tasks
-    from sleuth.train.sft import SFTConfig, run_sft, teacher_factory
+    from sleuth.train.sft import SFTConfig, build_teacher, run_sft
 
     _set_threads(threads)
     config = SFTConfig(
@@ -744,7 +747,8 @@ def train_sft(
             budget=BudgetConfig(total=budget, max_turns=max_turns), max_reply_tokens=512
         ),
     )
-    report = run_sft(config, load_tasks(tasks)[:limit], _toolbox(index), teacher_factory(teacher))
+    tools, make_teacher = build_teacher(teacher, _toolbox(index))
+    report = run_sft(config, load_tasks(tasks)[:limit], tools, make_teacher)
     print(report.model_dump_json(indent=None if as_json else 2))
 
 

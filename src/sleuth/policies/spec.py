@@ -17,6 +17,7 @@ needs (one retriever for ``bm25``/``dense``, the adapter's prompt and budget for
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import re
 from collections.abc import Callable, Mapping
@@ -46,6 +47,8 @@ _PREFIXES = ("local", "openai", "harmony")
 LOCAL_ENGINES = ("transformers", "ct2")
 """What runs a local model: transformers' sampling loop, or CTranslate2 (several times faster
 on CPU; :mod:`sleuth.train.engine_ct2`)."""
+AUTO_ENGINE = "auto"
+"""CTranslate2 when it is installed, else transformers."""
 
 
 @dataclass(frozen=True)
@@ -73,8 +76,8 @@ class PolicyOptions:
     sets the harness and tool settings it was trained under."""
     temperature: float | None = None
     """None: greedy for local models, the server's default for endpoints."""
-    engine: str = "transformers"
-    """What runs ``local`` models: one of :data:`LOCAL_ENGINES`."""
+    engine: str = AUTO_ENGINE
+    """What runs ``local`` models: one of :data:`LOCAL_ENGINES`, or ``auto``."""
     timeout_s: float = 600.0
     max_retries: int = 4
     agent: Mapping[str, Any] = field(default_factory=dict)
@@ -84,8 +87,10 @@ class PolicyOptions:
     None: the shipped one."""
 
     def __post_init__(self) -> None:
-        if self.engine not in LOCAL_ENGINES:
-            raise InputError(f"unknown engine {self.engine!r}; use one of {LOCAL_ENGINES}")
+        if self.engine not in (*LOCAL_ENGINES, AUTO_ENGINE):
+            raise InputError(
+                f"unknown engine {self.engine!r}; use one of {(*LOCAL_ENGINES, AUTO_ENGINE)}"
+            )
 
 
 def _same(value: Any) -> Any:
@@ -339,13 +344,17 @@ def _local(spec: PolicySpec, options: PolicyOptions) -> BuiltPolicy:
 
 def _local_factory(loaded: Any, engine: str, temperature: float, name: str) -> PolicyFactory:
     """Fresh policies over the loaded weights, sampled by ``engine``."""
-    if engine == "ct2":
+    if engine == "ct2" or (engine == AUTO_ENGINE and _has_ct2()):
         from sleuth.train.engine_ct2 import CT2RolloutEngine
 
         ct2 = CT2RolloutEngine(loaded.model, loaded.tokenizer, temperature=temperature)
         ct2.sync(loaded.model, step=0)
         return lambda seed: ct2.policy(seed, name=name)
     return lambda seed: loaded.fresh(temperature=temperature, seed=seed, name=name)
+
+
+def _has_ct2() -> bool:
+    return importlib.util.find_spec("ctranslate2") is not None
 
 
 def trained_harness(base: HarnessConfig, h: Mapping[str, Any]) -> HarnessConfig:
@@ -373,7 +382,13 @@ def _with_tool_settings(tools: Tools, settings: Mapping[str, Any]) -> Tools:
 
     if not isinstance(tools, Toolbox):
         return tools
-    return Toolbox(tools.index, ToolConfig(**settings), tools.reranker, tools.counter)
+    config = {k: v for k, v in settings.items() if k != "ranker"}
+    ranker = tools.ranker
+    if settings.get("ranker") and ranker is None:  # trained on the shipped ranker's search order
+        from sleuth.ranking.model import load_ranker
+
+        ranker = load_ranker(None)
+    return Toolbox(tools.index, ToolConfig(**config), tools.reranker, tools.counter, ranker=ranker)
 
 
 _SERVED_BUILDERS: dict[str, Builder] = {

@@ -150,16 +150,19 @@ class StudentBudget:
         return self.teacher.generate(messages, tools, max_tokens)
 
 
-def teacher_factory(spec: str, **options: Any) -> PolicyFactory:
-    """seed -> teacher policy, from a policy spec as ``sleuth train sft --teacher`` takes it.
+def build_teacher(spec: str, tools: Tools, **options: Any) -> tuple[Tools, PolicyFactory]:
+    """The tools the teacher searches and seed -> teacher policy, from a policy spec as
+    ``sleuth train sft --teacher`` takes it.
 
-    Any spec of :mod:`sleuth.policies.spec` (``heuristic``, whose knobs are ``options``;
-    ``openai:MODEL@URL``; ``local:PATH``, loaded once and sampled at temperature 1 with one seeded
-    sampler per run). Built now, so a bad spec fails before any rollout thread starts.
+    Any spec of :mod:`sleuth.policies.spec` (``heuristic``, whose knobs are ``options``, bound to
+    ``tools`` with its ranker; ``openai:MODEL@URL``; ``local:PATH``, loaded once and sampled at
+    temperature 1 with one seeded sampler per run). Built now, so a bad spec fails before any
+    rollout thread starts. The student must later search the returned tools, so that it sees
+    what its teacher saw.
     """
     parsed = parse_policy_spec(spec)
     sampled = 1.0 if parsed.kind == "local" else None
-    return build_policy(parsed, PolicyOptions(agent=options, temperature=sampled)).factory
+    return build_policy(parsed, PolicyOptions(agent=options, temperature=sampled)).for_tools(tools)
 
 
 def teacher_jobs(
@@ -406,6 +409,6 @@ __all__ = [
     "run_sft",
     "sft_from_trajectories",
     "sft_sequences",
-    "teacher_factory",
+    "build_teacher",
     "train_sft",
 ]
