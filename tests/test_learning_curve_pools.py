@@ -1,0 +1,60 @@
+"""The learning curve's task pools: held-out questions are evaluated and never trained on."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sleuth.tasks import Task
+from sleuth.tasks.split import is_heldout
+
+BENCH = Path(__file__).resolve().parents[1] / "benchmarks" / "learning_curve.py"
+
+
+def _module():
+    spec = importlib.util.spec_from_file_location("learning_curve", BENCH)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["learning_curve"] = module  # dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
+lc = _module()
+
+
+def _tasks(prefix: str, n: int) -> list[Task]:
+    return [
+        Task(id=f"{prefix}-{i}", query=f"q {prefix} {i}", answer="a", gold_doc_ids=[f"d{i}"])
+        for i in range(n)
+    ]
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    sizes=st.lists(st.integers(0, 40), min_size=4, max_size=4),
+    per_dataset=st.integers(0, 10),
+    per_source=st.integers(0, 10),
+    seed=st.integers(0, 5),
+)
+def test_pools_keep_held_out_questions_out_of_training(sizes, per_dataset, per_source, seed):
+    names = ["HotpotQA", "MuSiQue", "2Wiki", lc.SYNTHETIC]
+    by_source = {name: _tasks(name, n) for name, n in zip(names, sizes, strict=True)}
+    preset = lc.PRESETS["smoke"]
+    preset = type(preset)(
+        **{**preset.__dict__, "heldout_per_dataset": per_dataset, "sft_per_source": per_source}
+    )
+    pools = lc.task_pools(by_source, preset, seed)
+    assert all(is_heldout(t.id) for t in pools["heldout"])
+    assert not any(is_heldout(t.id) for t in pools["sft"] + pools["rl"])
+    ids = {name: [t.id for t in pool] for name, pool in pools.items()}
+    assert not set(ids["sft"]) & set(ids["rl"])
+    assert not any(i.startswith(lc.SYNTHETIC) for i in ids["heldout"])
+    for name in names[:3]:
+        held = [t for t in by_source[name] if is_heldout(t.id)]
+        assert sum(i.startswith(name + "-") for i in ids["heldout"]) == min(per_dataset, len(held))
+    assert len(pools["rl"]) <= preset.rl_pool
+    assert pools == lc.task_pools(by_source, preset, seed)  # the same run resumes the same pools
