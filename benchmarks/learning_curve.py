@@ -12,7 +12,7 @@ Every phase searches the same tools: the index with the shipped ranker as the re
 
 Pipeline, each phase in its own folder under ``--out`` and resumable (rerun the same command):
 
-1. teacher (``heuristic``) and single-pass on the held-out questions, in the student's harness;
+1. teacher (``heuristic``) and single-pass (plain and ranked search) on the held-out questions;
 2. the untrained student (greedy, through the CTranslate2 engine);
 3. SFT: the teacher's trajectories on >= 300 training questions, the report's filter, LoRA;
 4. the student after SFT; rollout speed of both engines on the SFT student's own prompts;
@@ -525,6 +525,16 @@ def main() -> None:
     rows: dict[str, dict[str, Any]] = {}
     rows["single-pass"] = timed(
         "single-pass", evaluate, "single-pass", "single-pass", heldout, plain, harness, out
+    )
+    rows["single-pass-ranked"] = timed(
+        "single-pass-ranked",
+        evaluate,
+        "single-pass-ranked",
+        "single-pass",
+        heldout,
+        tools,
+        harness,
+        out,
     )
     rows["teacher (heuristic)"] = timed(
         "teacher", evaluate, "teacher", teacher, heldout, tools, harness, out
