@@ -131,7 +131,7 @@ PRESETS = {
         device="cpu",
         dtype="float32",
         embedder="minilm",
-        workers=1,
+        workers=8,  # concurrent rollouts share CTranslate2 decode batches
         eval_steps=(8,),
     ),
     # One GPU (an H100/H200 class card): bigger budget, more turns, 16 x 8 rollouts a step.
@@ -268,7 +268,7 @@ def evaluate(
 ) -> dict[str, Any]:
     """One policy on the held-out tasks (resumes); per-metric mean and 95% bootstrap interval."""
     folder = out / f"eval-{name}"
-    run_eval(tasks, policy, tools, folder, concurrency=1, harness_config=harness, progress=False)
+    run_eval(tasks, policy, tools, folder, concurrency=8, harness_config=harness, progress=False)
     records = load_results(folder / RESULTS)
     rows = [records[t.id] for t in tasks]
     values = {

@@ -11,10 +11,14 @@ time, prompt included.
 * ``ct2-float32`` / ``ct2-int8``: :class:`~sleuth.train.engine_ct2.CT2RolloutEngine`; the
   weight sync (merge + convert + load) is timed, and the mean |log π_train − log π_sample| of
   its samples is measured against the trainer's forward pass.
+* ``ct2-float32 xN`` / ``ct2-int8 xN``: the same engines serving N rollouts at once (threads, as
+  ``rollout_workers`` runs them in RL); their decode calls share batches, and tokens/s counts
+  the tokens of all N replies over the wall time of the slowest.
 * ``llama.cpp``: the floor, the GGUF itself through ``llama-cpp-python``, when it is installed
   (it builds from source at install; reported as not measured otherwise).
 
-Usage: ``python benchmarks/rollout_speed.py [--rounds 3] [--max-tokens 64] [--threads 2]``
+Usage: ``python benchmarks/rollout_speed.py [--rounds 3] [--max-tokens 64] [--threads 2]
+[--concurrency 8]``
 """
 
 from __future__ import annotations
@@ -26,6 +30,7 @@ import os
 import statistics
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -92,6 +97,18 @@ def policy_sampler(engine: Any, seed: int) -> Sampler:
     return sample
 
 
+def batched_sampler(engine: Any, n: int) -> Sampler:
+    """``n`` rollouts of the same prompt at once (seeds 0..n-1), as RL's rollout threads run."""
+    policies = [engine.policy(seed) for seed in range(n)]
+    pool = ThreadPoolExecutor(n)
+
+    def sample(messages: Messages, max_tokens: int) -> tuple[list[int], list[float] | None]:
+        replies = list(pool.map(lambda p: p.generate(messages, TOOL_SCHEMAS, max_tokens), policies))
+        return [t for r in replies for t in (r.token_ids or [])], None
+
+    return sample
+
+
 def llama_sampler(render: Callable[[Messages], list[int]], threads: int) -> Sampler | None:
     if importlib.util.find_spec("llama_cpp") is None:
         return None
@@ -123,6 +140,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
+    parser.add_argument("--concurrency", type=int, default=8, help="rollouts at once (batched)")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -139,6 +157,7 @@ def main() -> None:
         name = f"ct2-{compute_type.split('_')[0]}"
         print(f"{name}: weight sync (merge + convert + load) {time.perf_counter() - started:.1f} s")
         samplers[name] = policy_sampler(engine, 0)
+        samplers[f"{name} x{args.concurrency}"] = batched_sampler(engine, args.concurrency)
 
     def render(messages: Messages) -> list[int]:
         return local.policy(0).render(messages, TOOL_SCHEMAS)
@@ -182,12 +201,12 @@ def report(
         rate["all", e] = sum(tokens[p, e] for p in prompt_names) / max(total_s, 1e-9)
     base, floor = rate["all", "transformers"], rate.get(("all", "llama.cpp"))
     header = "".join(f"{c + ' tok/s':>14}" for c in columns)
-    print(f"\n{'engine':<14}{header}{'vs transformers':>17}{'vs llama.cpp':>14}{'|Δ logp|':>10}")
+    print(f"\n{'engine':<16}{header}{'vs transformers':>17}{'vs llama.cpp':>14}{'|Δ logp|':>10}")
     for e in engines:
         cells = "".join(f"{rate[c, e]:>14.1f}" for c in columns)
         vs_floor = f"{rate['all', e] / floor:.2f}" if floor else "-"
         gap = f"{statistics.fmean(gaps[e]):.1e}" if gaps[e] else "-"
-        print(f"{e:<14}{cells}{rate['all', e] / base:>16.2f}x{vs_floor:>14}{gap:>10}")
+        print(f"{e:<16}{cells}{rate['all', e] / base:>16.2f}x{vs_floor:>14}{gap:>10}")
     if floor is None:
         print(f"\nllama.cpp floor: not measured ({LLAMA_BUILD_NOTE})")
 

@@ -8,6 +8,8 @@ import copy
 import json
 import subprocess
 import sys
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
@@ -204,7 +206,7 @@ def test_a_local_policy_through_ct2_decodes_like_transformers(world) -> None:  #
     _, _, model = world
     messages = [{"role": "user", "content": "Which bridge crosses the river?"}]
     fast = build_policy(f"local:{model}", PolicyOptions(engine="ct2")).factory(0)
-    slow = build_policy(f"local:{model}").factory(0)
+    slow = build_policy(f"local:{model}", PolicyOptions(engine="transformers")).factory(0)
     assert isinstance(fast, CT2Policy) and not isinstance(slow, CT2Policy)
     a, b = fast.generate(messages, [], 16), slow.generate(messages, [], 16)
     assert a.token_ids == b.token_ids and a.text == b.text  # greedy: the same reply
@@ -244,3 +246,41 @@ def test_an_update_reports_the_sampler_trainer_gap(student, anchor: str) -> None
     config = RLConfig(substeps=1, micro_batch_size=2, anchor=anchor)  # type: ignore[arg-type]
     stats = cispo_update(model, build_optimizer(model, 1e-3), items, config, pad=0, seed=0)
     assert stats["sampler_mismatch"] == pytest.approx(0.5, abs=1e-4)
+
+
+def test_concurrent_calls_are_decoded_in_one_batch_each_as_if_alone(student) -> None:
+    """Rollout threads share decode batches; each reply is the one a lone call gets (greedy),
+    cut at its own limit, and an error reaches every caller of the batch."""
+    model, tokenizer = student
+    engine = CT2RolloutEngine(model, tokenizer, temperature=0.0, max_batch=8)
+    engine.sync(model, step=0)
+    prompts = [PROMPT, PROMPT[:7] + [40, 41], PROMPT + [7, 8, 9], PROMPT]  # a duplicate, too
+    limits = [12, 5, 9, 3]
+    alone = [engine.sample(p, n) for p, n in zip(prompts, limits, strict=True)]
+    engine.batch_sizes.clear()
+    barrier = threading.Barrier(len(prompts))
+
+    def call(i: int):
+        barrier.wait()
+        return engine.sample(prompts[i], limits[i])
+
+    with ThreadPoolExecutor(len(prompts)) as pool:
+        together = list(pool.map(call, range(len(prompts))))
+    assert [ids for ids, _ in together] == [ids for ids, _ in alone]
+    for (_, a), (_, b) in zip(together, alone, strict=True):
+        np.testing.assert_allclose(a, b, atol=LOGPROB_TOL)
+    assert all(len(ids) <= n for (ids, _), n in zip(together, limits, strict=True))
+    assert max(engine.batch_sizes) > 1
+    assert sum(engine.batch_sizes) == len(prompts)
+
+    engine.generator = _Broken()
+    with ThreadPoolExecutor(2) as pool:
+        futures = [pool.submit(engine.sample, PROMPT, 4) for _ in range(2)]
+        for future in futures:
+            with pytest.raises(RuntimeError, match="decoder failed"):
+                future.result(timeout=60)
+
+
+class _Broken:
+    def generate_batch(self, *args, **kwargs):
+        raise RuntimeError("decoder failed")

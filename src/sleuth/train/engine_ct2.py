@@ -19,6 +19,10 @@ from a prebuilt PyPI wheel.
 * **Mismatch.** ``float32`` gives the trainer's numbers up to float error; ``int8_float32`` is
   faster and differs more. The trainer logs the gap on every step
   (``train/sampler_mismatch``, mean |log π_train − log π_sample| on sampled tokens).
+* **Batching.** Rollouts run in threads (``rollout_workers``); their decode calls are coalesced:
+  one thread at a time drives the generator over every prompt waiting at that moment (one
+  ``generate_batch``, one decode loop for all), so a 135M model's per-token overhead is paid
+  once per batch instead of once per rollout. Each reply is cut at its own length limit.
 * **Seeds.** CTranslate2 keeps one RNG per worker thread, seeded once, so a rollout's samples are
   not a function of its seed: a resumed run redoes a lost step with fresh samples.
 """
@@ -28,6 +32,8 @@ from __future__ import annotations
 import copy
 import gc
 import tempfile
+import threading
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from unittest import mock
@@ -169,6 +175,19 @@ class CT2Policy(LocalHFPolicy):
         return self.engine.sample(prompt_ids, limit)
 
 
+@dataclass(eq=False)  # requests are told apart by identity
+class _Request:
+    """One decode call waiting for (or served by) a batch."""
+
+    tokens: list[str]
+    static: tuple[str, ...]
+    limit: int
+    ids: list[int] = field(default_factory=list)
+    logprobs: list[float] = field(default_factory=list)
+    error: BaseException | None = None
+    done: bool = False
+
+
 class CT2RolloutEngine:
     """Rollouts sampled by CTranslate2 on CPU; :meth:`sync` pushes the trainer's weights to it.
 
@@ -180,6 +199,7 @@ class CT2RolloutEngine:
         max_new_tokens: cap on each reply on top of the harness's limit.
         compute_type: ``float32`` (closest to the trainer), ``int8_float32`` or ``int8``.
         threads: CPU threads of the generator (0: CTranslate2's default).
+        max_batch: most concurrent decode calls served by one ``generate_batch``.
     """
 
     def __init__(
@@ -191,9 +211,12 @@ class CT2RolloutEngine:
         max_new_tokens: int | None = None,
         compute_type: str = "float32",
         threads: int = 0,
+        max_batch: int = 16,
     ):
         if temperature < 0:
             raise ConfigError(f"temperature ({temperature}) must be >= 0")
+        if max_batch < 1:
+            raise ConfigError(f"max_batch ({max_batch}) must be at least 1")
         if compute_type not in COMPUTE_TYPES:
             raise ConfigError(f"compute_type {compute_type!r} unknown; use one of {COMPUTE_TYPES}")
         _require_ct2()
@@ -204,8 +227,13 @@ class CT2RolloutEngine:
         self.max_new_tokens = max_new_tokens
         self.compute_type = compute_type
         self.threads = threads
+        self.max_batch = max_batch
         self.generator: Any = None
         self.stop_ids = sorted(stop_ids(tokenizer, model))
+        self.batch_sizes: list[int] = []  # of every generate_batch call, for throughput stats
+        self._waiting: list[_Request] = []
+        self._turn = threading.Condition()
+        self._driving = False
 
     def policy(self, seed: int, name: str = "ct2-rl") -> CT2Policy:
         return CT2Policy(self, seed=seed, name=name)
@@ -216,35 +244,78 @@ class CT2RolloutEngine:
         self.generator = load_generator(model, self.tokenizer, self.compute_type, self.threads)
 
     def sample(self, prompt_ids: list[int], limit: int) -> tuple[list[int], list[float]]:
-        """Sampled ids (the stop token included when reached) and their tempered log-probs."""
+        """Sampled ids (the stop token included when reached) and their tempered log-probs.
+
+        Thread-safe: concurrent calls are decoded together (see *Batching* above).
+        """
         if self.generator is None:
             raise RuntimeError("CT2RolloutEngine has no weights yet: call sync(model, step) first")
         tokens = self.tokenizer.convert_ids_to_tokens(prompt_ids)
         cut = self.static_prefix_len(prompt_ids)
+        request = _Request(tokens[cut:], tuple(tokens[:cut]), limit)
+        with self._turn:
+            self._waiting.append(request)
+            while not request.done:
+                if self._driving:
+                    self._turn.wait()
+                    continue
+                self._driving = True  # this thread serves the waiting calls, its own included
+                batch = self._take()
+                self._turn.release()
+                try:
+                    self._decode(batch)
+                finally:
+                    self._turn.acquire()
+                    self._driving = False
+                    self._turn.notify_all()
+        if request.error is not None:
+            raise request.error
+        return request.ids, request.logprobs
+
+    def _take(self) -> list[_Request]:
+        """Up to ``max_batch`` waiting calls that share the first one's cached prefix."""
+        static = self._waiting[0].static
+        batch = [r for r in self._waiting if r.static == static][: self.max_batch]
+        self._waiting = [r for r in self._waiting if r not in batch]
+        return batch
+
+    def _decode(self, batch: list[_Request]) -> None:
+        """One ``generate_batch`` over ``batch``; every request ends done, with ids or an error."""
         greedy = self.temperature == 0
         exact = greedy or self.temperature == 1.0  # CTranslate2's own log-probs are at T = 1
-        sampled: list[tuple[int, float]] = []
+        T = self.temperature
 
         def record(step: Any) -> bool:
-            logprob = step.log_prob if exact else tempered_logprob(step.logits, step.token_id, T)
-            sampled.append((int(step.token_id), float(logprob)))
+            r = batch[step.batch_id]
+            if len(r.ids) < r.limit:
+                logprob = (
+                    step.log_prob if exact else tempered_logprob(step.logits, step.token_id, T)
+                )
+                r.ids.append(int(step.token_id))
+                r.logprobs.append(float(logprob))
             return False  # keep going
 
-        T = self.temperature
-        self.generator.generate_batch(
-            [tokens[cut:]],
-            static_prompt=tokens[:cut] or None,
-            max_length=limit,
-            sampling_topk=1 if greedy else 0,  # 0: the whole vocabulary
-            sampling_topp=self.top_p,
-            sampling_temperature=T or 1.0,
-            end_token=self.stop_ids,
-            include_prompt_in_result=False,  # the prompt is one forward pass, not a decode loop
-            return_scores=exact,
-            return_logits_vocab=not exact,
-            callback=record,
-        )
-        return [t for t, _ in sampled], [lp for _, lp in sampled]
+        try:
+            self.generator.generate_batch(
+                [r.tokens for r in batch],
+                static_prompt=list(batch[0].static) or None,
+                max_length=max(r.limit for r in batch),
+                sampling_topk=1 if greedy else 0,  # 0: the whole vocabulary
+                sampling_topp=self.top_p,
+                sampling_temperature=T or 1.0,
+                end_token=self.stop_ids,
+                include_prompt_in_result=False,  # the prompt is one forward pass, not a decode loop
+                return_scores=exact,
+                return_logits_vocab=not exact,
+                callback=record,
+            )
+            self.batch_sizes.append(len(batch))
+        except BaseException as exc:  # every waiting rollout learns of it, not only this thread
+            for r in batch:
+                r.error = exc
+        finally:
+            for r in batch:
+                r.done = True
 
     def static_prefix_len(self, prompt_ids: list[int]) -> int:
         """Length of the prompt's first message (through its end-of-turn token), 0 if none.
