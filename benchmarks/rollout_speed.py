@@ -41,7 +41,7 @@ from sleuth.harness.prompt import system_prompt, user_message
 from sleuth.policies.local_hf import smollm2_gguf_path
 from sleuth.tasks import read_2wiki
 from sleuth.tokens import count_tokens
-from sleuth.tools.schemas import TOOL_SCHEMAS
+from sleuth.tools.spec import TOOL_SCHEMAS
 from sleuth.tools.types import ChunkHit, ToolResult, render_result
 from sleuth.train.engine_ct2 import CT2RolloutEngine
 from sleuth.train.model import StudentConfig, load_student

@@ -22,10 +22,10 @@ from typer.testing import CliRunner
 from sleuth.cli import DEFAULT_REPLY_TOKENS, app
 from sleuth.datagen.llm import ChatLLM, LLMConfig
 from sleuth.harness import Harness
-from sleuth.harness.schemas import TOOL_SCHEMAS
 from sleuth.policies import OpenAIChatPolicy, ScriptedPolicy, call, turn
 from sleuth.policies.http import ReplyTimeout
 from sleuth.tasks import Task, save_tasks
+from sleuth.tools.spec import TOOL_SCHEMAS
 from tests.datagen_stub import ScriptedServer, reply
 from tests.harness_fakes import FakeTools
 from tests.openai_stub import StubServer, _free_port, assistant, tool_call

@@ -13,9 +13,9 @@ import pytest
 
 from sleuth.harness.budget import BudgetConfig
 from sleuth.harness.loop import Harness, HarnessConfig
-from sleuth.harness.schemas import TOOL_SCHEMAS
 from sleuth.harness.trajectory import CallStatus, StopReason, load_trajectory
 from sleuth.policies import OpenAIChatPolicy
+from sleuth.tools.spec import TOOL_SCHEMAS
 from sleuth.tools.types import render_chunk
 from tests.harness_fakes import FakeTools
 from tests.openai_stub import StubServer, assistant, tool_call

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sleuth.tools.rrf import rrf
-from sleuth.tools.schemas import TOOL_NAMES, TOOL_SCHEMAS
+from sleuth.tools.spec import TOOL_NAMES, TOOL_SCHEMAS
 from sleuth.tools.toolbox import Toolbox, ToolConfig
 from sleuth.tools.types import ChunkHit
 

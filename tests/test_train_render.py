@@ -23,7 +23,7 @@ from sleuth.policies.chatml import parse_tool_calls
 from sleuth.policies.local_hf import LocalHFPolicy
 from sleuth.policies.openai_completions import OpenAICompletionsPolicy
 from sleuth.policies.scripted import ScriptedPolicy, call, turn
-from sleuth.tools.schemas import TOOL_SCHEMAS
+from sleuth.tools.spec import TOOL_SCHEMAS
 from sleuth.tools.types import ChunkHit, ToolResult
 from sleuth.train.render import (
     fit_to_length,

@@ -28,7 +28,7 @@ from sleuth.policies.chatml import tools_system_text
 from sleuth.policies.scripted import ScriptedPolicy, call, turn
 from sleuth.tasks import read_2wiki
 from sleuth.tasks.schema import Task
-from sleuth.tools.schemas import TOOL_SCHEMAS
+from sleuth.tools.spec import TOOL_SCHEMAS
 from sleuth.tools.toolbox import Toolbox, ToolConfig
 from sleuth.train.model import StudentConfig, build_optimizer, load_student
 from sleuth.train.rl import (

@@ -35,8 +35,9 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 from sleuth.harness.summary import RunSummary
 from sleuth.metrics import compute_metrics
 from sleuth.tasks.schema import Task
+from sleuth.tools.spec import PRUNE
 
-PRUNE_TOOL = "prune_chunks"
+PRUNE_TOOL = PRUNE.name
 
 
 class RewardConfig(BaseModel):

@@ -19,6 +19,7 @@ from sleuth.datagen.agent import AgentTool, string_params
 from sleuth.datagen.docs import DocStore
 from sleuth.index import Index
 from sleuth.tools.rrf import rrf
+from sleuth.tools.spec import GREP, READ, SEARCH
 from sleuth.tools.toolbox import Toolbox
 from sleuth.tools.types import ChunkHit, ToolResult, render_result
 
@@ -140,19 +141,19 @@ class Session:
         """Search, grep, read and random sampling over this session's part of the corpus."""
         return [
             AgentTool(
-                "search_corpus",
+                SEARCH.name,
                 "Hybrid keyword and semantic search; returns chunks not shown before.",
                 string_params(query="What to look for."),
                 self.search,
             ),
             AgentTool(
-                "grep_corpus",
+                GREP.name,
                 "Regular expression over chunk texts (Python syntax); at most 5 chunks.",
                 string_params(pattern="A regular expression."),
                 self.grep,
             ),
             AgentTool(
-                "read_document",
+                READ.name,
                 "Read a document by id (long ones are cut, and the reply says what was left out).",
                 string_params(doc_id="Document id, or a chunk id <doc_id>_<n>."),
                 self.read,

@@ -17,9 +17,9 @@ from typing import Any, Literal
 from sleuth.corpus.models import doc_id_of
 from sleuth.errors import InputError
 from sleuth.eval.transcript import final_answer, observations, query_of
-from sleuth.harness.schemas import SEARCH_CORPUS
 from sleuth.policies.scripted import Reply, call, turn
 from sleuth.tools.base import Tools
+from sleuth.tools.spec import SEARCH_CORPUS
 from sleuth.tools.toolbox import Toolbox
 
 POLICY_NAMES = ("single-pass", "bm25", "dense", "heuristic")  # the baselines of SPEC §7

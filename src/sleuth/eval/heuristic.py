@@ -24,7 +24,6 @@ from typing import Any
 from sleuth.corpus.models import doc_id_of
 from sleuth.eval.transcript import Observation, final_answer, query_of, token_usage
 from sleuth.eval.transcript import observations as read_observations
-from sleuth.harness.schemas import PRUNE_CHUNKS, READ_DOCUMENT, SEARCH_CORPUS
 from sleuth.policies.scripted import Reply, call, turn
 from sleuth.ranking.features import Search, SeenDoc
 from sleuth.ranking.selector import Selector
@@ -37,6 +36,7 @@ from sleuth.ranking.text import (
     stems,
 )
 from sleuth.tools.rrf import rrf
+from sleuth.tools.spec import PRUNE_CHUNKS, READ_DOCUMENT, SEARCH_CORPUS
 
 _QUOTED = re.compile(r"[\"“”]([^\"“”]{3,})[\"“”]")
 _CLAUSE_BREAK = re.compile(

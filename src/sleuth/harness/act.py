@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from time import perf_counter
 
 from sleuth.errors import ToolError
-from sleuth.harness.schemas import GREP_CORPUS, READ_DOCUMENT, SEARCH_CORPUS
 from sleuth.tools.base import Tools
+from sleuth.tools.spec import TOOL_BY_NAME
 from sleuth.tools.types import ToolResult
 
 _FAILURE_CHARS = 500  # a store's error can quote whole requests back
@@ -42,18 +42,10 @@ class JobOutcome:
 def call_tool(tools: Tools, job: ToolJob) -> ToolResult:
     """Dispatch one job; a tool exception becomes an error result the policy can read."""
     try:
-        if job.name == SEARCH_CORPUS:
-            result = tools.search_corpus(
-                job.argument, exclude=job.exclude, max_tokens=job.max_tokens
-            )
-        elif job.name == GREP_CORPUS:
-            result = tools.grep_corpus(job.argument, exclude=job.exclude, max_tokens=job.max_tokens)
-        elif job.name == READ_DOCUMENT:
-            result = tools.read_document(
-                job.argument, query=job.read_query, max_tokens=job.max_tokens
-            )
-        else:
+        spec = TOOL_BY_NAME.get(job.name)
+        if spec is None or spec.run is None:
             raise ValueError(f"not a retrieval tool: {job.name}")
+        result = spec.run(tools, job.argument, job.exclude, job.max_tokens, job.read_query)
     except ToolError as exc:
         return ToolResult(tool=job.name, error=str(exc))
     except Exception as exc:  # a tool bug or a store down must not end the run

@@ -14,6 +14,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from sleuth.errors import ConfigError
+from sleuth.tools.spec import PRUNE
 
 BUDGET_TOKENS = 32_768  # report §2.4: T_budget; the report's usage line reads X/32,768
 PER_CALL_TOKENS = 4_096  # report §2.4: S_budget, the most one search or read may return
@@ -93,9 +94,9 @@ def soft_message(cfg: BudgetConfig) -> str:
     """Added above the soft threshold: prune what you no longer need, or conclude."""
     return (
         f"Your context is past {cfg.soft} of {cfg.total} tokens. Before searching further, "
-        "call prune_chunks on every chunk that does not help answer the query (weigh each "
+        f"call {PRUNE.name} on every chunk that does not help answer the query (weigh each "
         "chunk's token count against its relevance), or stop and give your final answer. "
-        f"Past {cfg.hard} tokens every tool except prune_chunks is refused."
+        f"Past {cfg.hard} tokens every tool except {PRUNE.name} is refused."
     )
 
 
@@ -103,7 +104,7 @@ def hard_rejection(used: int, cfg: BudgetConfig) -> str:
     """The error a refused call gets above the hard cutoff."""
     return (
         f"Token budget exceeded ({used}/{cfg.total} tokens, cutoff {cfg.hard}): this call was "
-        "not run. Use prune_chunks to free context, or give your final answer."
+        f"not run. Use {PRUNE.name} to free context, or give your final answer."
     )
 
 

@@ -11,15 +11,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from sleuth.harness.policy import ToolCall
-from sleuth.harness.schemas import (
-    GREP_CORPUS,
-    PRUNE_CHUNKS,
-    READ_DOCUMENT,
-    SEARCH_CORPUS,
-    TOOL_NAMES,
-)
+from sleuth.tools.spec import TOOL_BY_NAME, TOOL_NAMES
 
-_STRING_ARG = {SEARCH_CORPUS: "query", GREP_CORPUS: "pattern", READ_DOCUMENT: "doc_id"}
 _SHOWN_CHARS = 200  # how much of a broken argument string the error quotes back
 
 
@@ -69,17 +62,18 @@ def _load_args(raw: str) -> dict[str, Any] | str:
 
 
 def _validate(name: str, args: dict[str, Any]) -> dict[str, Any] | str:
-    if name == PRUNE_CHUNKS:
-        ids = _chunk_ids(args.get("chunk_ids"))
-        return {"chunk_ids": ids} if isinstance(ids, list) else ids
-    key = _STRING_ARG[name]
+    spec = TOOL_BY_NAME[name]
+    key = spec.argument
+    if spec.argument_kind == "string_list":
+        ids = _chunk_ids(args.get(key), key)
+        return {key: ids} if isinstance(ids, list) else ids
     value = args.get(key)
     if not isinstance(value, str) or not value.strip():
         return f"{key!r} must be a non-empty string (got {_describe(value)})"
     return {key: value}
 
 
-def _chunk_ids(value: Any) -> list[str] | str:
+def _chunk_ids(value: Any, key: str) -> list[str] | str:
     """Accept a list of strings; also a JSON-encoded list or a single id, which models send."""
     if isinstance(value, str):
         try:
@@ -88,7 +82,7 @@ def _chunk_ids(value: Any) -> list[str] | str:
             decoded = [value]
         value = decoded if isinstance(decoded, list) else [value]
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        return f"'chunk_ids' must be an array of strings (got {_describe(value)})"
+        return f"{key!r} must be an array of strings (got {_describe(value)})"
     return value
 
 

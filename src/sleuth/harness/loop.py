@@ -50,13 +50,6 @@ from sleuth.harness.budget import (
 from sleuth.harness.calls import ParsedCall, arguments_json, parse_call
 from sleuth.harness.policy import Policy, PolicyOutput, ToolCall
 from sleuth.harness.prompt import MAX_DOCUMENTS, system_prompt, user_message
-from sleuth.harness.schemas import (
-    GREP_CORPUS,
-    PRUNE_CHUNKS,
-    READ_DOCUMENT,
-    SEARCH_CORPUS,
-    TOOL_SCHEMAS,
-)
 from sleuth.harness.trajectory import (
     CallStatus,
     PruneEvent,
@@ -69,6 +62,7 @@ from sleuth.harness.trajectory import (
 from sleuth.harness.view import ContextView, Message, Observation
 from sleuth.io import safe_text
 from sleuth.tools.base import Tools
+from sleuth.tools.spec import PRUNE, READ, SEARCH, TOOL_BY_NAME, TOOL_SCHEMAS
 from sleuth.tools.types import ToolResult
 
 _SETTLE_ROUNDS = 4  # usage-line fixed point; digit-grouping tokenizers settle in one or two
@@ -77,7 +71,6 @@ _EMPTY_REPLY_NUDGE = (
     "Your reply was empty. Continue with tool calls, or give your final answer as a list of "
     '<Document id="..."> entries.'
 )
-_ARGUMENT = {SEARCH_CORPUS: "query", GREP_CORPUS: "pattern", READ_DOCUMENT: "doc_id"}
 
 Stop = tuple[StopReason, str | None]
 
@@ -256,8 +249,8 @@ class _Episode:
         events = [_event(c, p) for c, p in zip(calls, parsed, strict=True)]
         bodies = [f"Error: {p}" if isinstance(p, str) else "" for p in parsed]
         for i, p in enumerate(parsed):
-            if isinstance(p, ParsedCall) and p.name == PRUNE_CHUNKS:
-                bodies[i] = self._prune(p.args["chunk_ids"], events[i])
+            if isinstance(p, ParsedCall) and p.name == PRUNE.name:
+                bodies[i] = self._prune(p.args[PRUNE.argument], events[i])
         gate = self._count() if any(e.prune for e in events) else self.usage
         self.view.add_message(self._assistant_message(output, calls))
         slots = [
@@ -301,7 +294,7 @@ class _Episode:
         used = self._count()
         turn.allowance = self.budget.observation_limit - used
         retrieval = [
-            i for i, p in enumerate(parsed) if isinstance(p, ParsedCall) and p.name != PRUNE_CHUNKS
+            i for i, p in enumerate(parsed) if isinstance(p, ParsedCall) and p.name != PRUNE.name
         ]
         if turn.over_hard:
             shares: list[int | None] = [None] * len(retrieval)
@@ -325,8 +318,8 @@ class _Episode:
     def _job(
         self, call: ParsedCall, share: int, exclude: frozenset[str], event: ToolEvent
     ) -> ToolJob:
-        argument = call.args[_ARGUMENT[call.name]]
-        if call.name == READ_DOCUMENT:
+        argument = call.args[TOOL_BY_NAME[call.name].argument]
+        if call.name == READ.name:
             event.read_query = self._read_query(argument)
             return ToolJob(call.name, argument, share, read_query=event.read_query)
         return ToolJob(call.name, argument, share, exclude=exclude)
@@ -351,7 +344,7 @@ class _Episode:
             event.duration_s = outcome.duration_s
             if not result.ok:
                 event.status = CallStatus.TOOL_ERROR
-            elif self.config.dedup and job.name != READ_DOCUMENT:
+            elif self.config.dedup and job.name != READ.name:
                 result, event.dropped_ids = drop_chunks(
                     result, self.exclude | shown_now, _DUPLICATE_NOTE
                 )
@@ -385,8 +378,8 @@ class _Episode:
             for chunk in slot.body.chunks:
                 self.known[chunk.id] = chunk.doc_id
                 self.exclude.add(chunk.id)
-                if event.name == SEARCH_CORPUS and event.arguments:
-                    self.first_query.setdefault(chunk.doc_id, event.arguments["query"])
+                if event.name == SEARCH.name and event.arguments:
+                    self.first_query.setdefault(chunk.doc_id, event.arguments[SEARCH.argument])
 
     # ---- usage line and bookkeeping -----------------------------------------------------
 
@@ -493,7 +486,7 @@ def _event(call: ToolCall, parsed: ParsedCall | str) -> ToolEvent:
         call_id=call.id,
         name=call.name,
         raw_arguments=call.arguments,
-        arguments=parsed.args if valid else None,
+        arguments=parsed.args if isinstance(parsed, ParsedCall) else None,
         status=CallStatus.OK if valid else CallStatus.INVALID,
     )
 

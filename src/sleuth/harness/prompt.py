@@ -7,6 +7,8 @@ after every round, pruning, and the final output format.
 
 from __future__ import annotations
 
+from sleuth.tools.spec import GREP, PRUNE, READ, SEARCH
+
 MAX_DOCUMENTS = 30  # report §2.6: the final list holds up to 30 documents (H1c prompt)
 
 _SYSTEM = """\
@@ -15,12 +17,12 @@ you choose and answer the query itself. Your job is only to find the documents t
 evidence; do not answer the query, and do not guess at the answer.
 
 ## Tools
-- search_corpus(query): hybrid keyword and semantic search. Chunks you were already shown \
+- {search}({search_arg}): hybrid keyword and semantic search. Chunks you were already shown \
 never come back, so every search brings new material.
-- grep_corpus(pattern): regular-expression search, best for exact names, figures and phrases.
-- read_document(doc_id): the full document behind a promising chunk, when a snippet hints at \
+- {grep}({grep_arg}): regular-expression search, best for exact names, figures and phrases.
+- {read}({read_arg}): the full document behind a promising chunk, when a snippet hints at \
 more than it shows.
-- prune_chunks(chunk_ids): drop chunks from your context. Your context is limited and every \
+- {prune}({prune_arg}): drop chunks from your context. Your context is limited and every \
 chunk you keep costs tokens, so remove what does not help.
 
 Each chunk is shown under a header "# DOCUMENT ID: <doc_id>_<chunk_index> (<n> tokens)". The \
@@ -58,7 +60,10 @@ answer to the query."""
 
 def system_prompt(max_documents: int = MAX_DOCUMENTS) -> str:
     """The fixed system prompt, with the final list's length filled in."""
-    return _SYSTEM.format(max_documents=max_documents)
+    tools = {"search": SEARCH, "grep": GREP, "read": READ, "prune": PRUNE}
+    names = {key: spec.name for key, spec in tools.items()}
+    arguments = {f"{key}_arg": spec.argument for key, spec in tools.items()}
+    return _SYSTEM.format(max_documents=max_documents, **names, **arguments)
 
 
 def user_message(query: str) -> str:

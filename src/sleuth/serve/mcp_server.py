@@ -46,7 +46,6 @@ from sleuth.errors import InputError, SleuthError
 from sleuth.harness.act import ToolJob, call_tool, failure_text
 from sleuth.harness.loop import HarnessConfig
 from sleuth.harness.run import run_query
-from sleuth.harness.schemas import GREP_CORPUS, READ_DOCUMENT, SEARCH_CORPUS
 from sleuth.index import Index
 from sleuth.policies.spec import (
     DEFAULT_POLICY,
@@ -57,7 +56,7 @@ from sleuth.policies.spec import (
     spec_from_options,
 )
 from sleuth.tools.rerank import make_reranker
-from sleuth.tools.schemas import GREP, READ
+from sleuth.tools.spec import GREP, PRUNE, READ, SEARCH
 from sleuth.tools.toolbox import Toolbox, ToolConfig
 from sleuth.tools.types import ChunkHit, ToolResult, render_result
 
@@ -72,9 +71,9 @@ MAX_ARGUMENT_CHARS = 8192  # longer strings are refused before any work, never e
 SERVER_NAME = "sleuth"
 INSTRUCTIONS = (
     "Search a document corpus. `search` runs the whole search subagent and returns ranked "
-    "documents with justifications. search_corpus, grep_corpus and read_document are its single "
+    f"documents with justifications. {SEARCH.name}, {GREP.name} and {READ.name} are its single "
     "retrieval tools; pass the chunk ids you have already seen as exclude_chunk_ids to get new "
-    "ones, and prune_chunks to confirm which chunks to drop from your own context."
+    f"ones, and {PRUNE.name} to confirm which chunks to drop from your own context."
 )
 
 
@@ -134,17 +133,13 @@ class SearchRun(BaseModel):
 
 
 Text = Annotated[str, Field(max_length=MAX_ARGUMENT_CHARS)]
-QueryArg = Annotated[Text, Field(description="What to look for.")]
+QueryArg = Annotated[Text, Field(description=SEARCH.argument_description)]
 ExcludeArg = Annotated[
     list[Text] | None,
     Field(description="Chunk ids you have already seen; they are never returned again."),
 ]
-PatternArg = Annotated[
-    Text, Field(description=GREP["function"]["parameters"]["properties"]["pattern"]["description"])
-]
-DocIdArg = Annotated[
-    Text, Field(description=READ["function"]["parameters"]["properties"]["doc_id"]["description"])
-]
+PatternArg = Annotated[Text, Field(description=GREP.argument_description)]
+DocIdArg = Annotated[Text, Field(description=READ.argument_description)]
 ReadQueryArg = Annotated[
     Text | None,
     Field(description="What you are looking for; a long document keeps the chunks closest to it."),
@@ -199,16 +194,16 @@ class SleuthTools:
     def search_corpus(
         self, query: QueryArg, exclude_chunk_ids: ExcludeArg = None
     ) -> Annotated[CallToolResult, ChunkListing]:
-        job = ToolJob(SEARCH_CORPUS, query, None, exclude=exclude_chunk_ids or ())
+        job = ToolJob(SEARCH.name, query, None, exclude=exclude_chunk_ids or ())
         return tool_reply(call_tool(self.toolbox, job))
 
     def grep_corpus(self, pattern: PatternArg) -> Annotated[CallToolResult, ChunkListing]:
-        return tool_reply(call_tool(self.toolbox, ToolJob(GREP_CORPUS, pattern, None)))
+        return tool_reply(call_tool(self.toolbox, ToolJob(GREP.name, pattern, None)))
 
     def read_document(
         self, doc_id: DocIdArg, query: ReadQueryArg = None
     ) -> Annotated[CallToolResult, ChunkListing]:
-        job = ToolJob(READ_DOCUMENT, doc_id, None, read_query=query)
+        job = ToolJob(READ.name, doc_id, None, read_query=query)
         return tool_reply(call_tool(self.toolbox, job))
 
     def prune_chunks(self, chunk_ids: ChunkIdsArg) -> Annotated[CallToolResult, PruneAck]:
@@ -254,15 +249,15 @@ class SleuthTools:
 def tool_descriptions(tools: ToolConfig, harness: HarnessConfig) -> dict[str, str]:
     """What each MCP tool does, with the limits this server really applies."""
     return {
-        "search_corpus": (
+        SEARCH.name: (
             "Hybrid keyword (BM25) and semantic search over the corpus, fused by reciprocal rank; "
             f"at most {tools.search_max_chunks} chunks within {tools.search_max_tokens:,} tokens, "
             "each shown with its id and token count. The server remembers nothing: pass the ids "
             "you have already seen as exclude_chunk_ids."
         ),
-        "grep_corpus": GREP["function"]["description"],
-        "read_document": READ["function"]["description"],
-        "prune_chunks": (
+        GREP.name: GREP.description,
+        READ.name: READ.description,
+        PRUNE.name: (
             "Confirm chunks to remove from your own context to free token budget. The server "
             "keeps no context of yours: it reports which ids exist in the index (drop those "
             "blocks yourself) and which are unknown; keep passing pruned ids as exclude_chunk_ids."

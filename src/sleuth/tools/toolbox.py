@@ -31,6 +31,7 @@ from sleuth.tokens import TokenCounter, default_counter
 from sleuth.tools.grep import GrepError, grep
 from sleuth.tools.rerank import Reranker
 from sleuth.tools.rrf import rrf
+from sleuth.tools.spec import GREP, READ, SEARCH
 from sleuth.tools.types import ChunkHit, ToolResult, render_chunk
 
 
@@ -161,7 +162,7 @@ class Toolbox:
         self, query: str, exclude: Collection[str] = (), max_tokens: int | None = None
     ) -> ToolResult:
         if not isinstance(query, str) or not query.strip():
-            return ToolResult(tool="search_corpus", error="query must be a non-empty string")
+            return ToolResult(tool=SEARCH.name, error="query must be a non-empty string")
         if self.ranker is not None and not self.index.native_hybrid:
             hits = self._learned_order(query, exclude)
         else:
@@ -181,7 +182,7 @@ class Toolbox:
         note = None
         if hits and not packed:
             note = f"(No result fits in the {budget} tokens left; prune chunks or give your final answer.)"
-        return ToolResult(tool="search_corpus", chunks=packed, note=note)
+        return ToolResult(tool=SEARCH.name, chunks=packed, note=note)
 
     # -- grep_corpus -------------------------------------------------------------------
     def grep_corpus(
@@ -198,7 +199,7 @@ class Toolbox:
                 cfg.grep_chunk_timeout_s,
             )
         except GrepError as e:
-            return ToolResult(tool="grep_corpus", error=str(e))
+            return ToolResult(tool=GREP.name, error=str(e))
         matches = [_hit(row, None) for row in rows]
         budget = self.config.search_max_tokens if max_tokens is None else max_tokens
         packed, _ = self._pack(matches, budget, self.config.grep_max_chunks)
@@ -207,17 +208,17 @@ class Toolbox:
             if len(packed) == len(matches)
             else f"({len(matches) - len(packed)} matching chunks did not fit the token budget.)"
         )
-        return ToolResult(tool="grep_corpus", chunks=packed, note=note)
+        return ToolResult(tool=GREP.name, chunks=packed, note=note)
 
     # -- read_document -----------------------------------------------------------------
     def read_document(
         self, doc_id: str, query: str | None = None, max_tokens: int | None = None
     ) -> ToolResult:
         if not isinstance(doc_id, str) or not doc_id.strip():
-            return ToolResult(tool="read_document", error="doc_id must be a non-empty string")
+            return ToolResult(tool=READ.name, error="doc_id must be a non-empty string")
         rows = self.index.document_chunks(doc_id) or self.index.document_chunks(doc_id_of(doc_id))
         if not rows:
-            return ToolResult(tool="read_document", error=f"unknown document {doc_id!r}")
+            return ToolResult(tool=READ.name, error=f"unknown document {doc_id!r}")
         budget = (
             self.config.read_max_tokens
             if max_tokens is None
@@ -226,7 +227,7 @@ class Toolbox:
         hits = [_hit(r, None) for r in rows]
         costs = [self.block_tokens(h) for h in hits]
         if sum(costs) <= budget:
-            return ToolResult(tool="read_document", chunks=hits)
+            return ToolResult(tool=READ.name, chunks=hits)
         order = self._relevance_order(rows, query)
         keep, used = set(), 0
         for i in order:
@@ -240,7 +241,7 @@ class Toolbox:
             f"(Document {rows[0].doc_id} has {len(rows)} chunks; showing {len(kept)} {how} within "
             f"{budget} tokens; omitted chunks {_ranges(omitted)}.)"
         )
-        return ToolResult(tool="read_document", chunks=kept, note=note)
+        return ToolResult(tool=READ.name, chunks=kept, note=note)
 
     def _relevance_order(self, rows: list[ChunkRow], query: str | None) -> list[int]:
         """Chunk positions by cosine similarity to ``query`` (document order without a query)."""
