@@ -11,8 +11,9 @@ from email.message import EmailMessage
 import pytest
 
 from sleuth.corpus.chunking import chunk_document
+from sleuth.corpus.files import ArchiveLimits, ReadOptions
 from sleuth.corpus.models import Document
-from sleuth.corpus.readers import ArchiveLimits, ReadOptions, read_documents
+from sleuth.corpus.readers import read_documents
 from sleuth.errors import InputError
 from sleuth.tokens import default_counter
 from tests.test_cli import sleuth

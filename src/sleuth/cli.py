@@ -12,9 +12,10 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import Progress
 
 from sleuth.errors import InputError, SleuthError
+from sleuth.progress import progress_bar as _progress_bar
 
 app = typer.Typer(
     help="sleuth: an offline self-editing agentic search subagent.",
@@ -49,14 +50,7 @@ def cli_errors(fn: Callable[..., Any]) -> Callable[..., Any]:
 
 
 def progress_bar() -> Progress:
-    return Progress(
-        TextColumn("{task.description}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-        transient=False,
-    )
+    return _progress_bar(console)
 
 
 IndexOpt = Annotated[Path, typer.Option("--index", "-i", help="Index folder.")]
@@ -105,7 +99,8 @@ def ingest(
     as_json: JsonOpt = False,
 ) -> None:
     """Read, chunk, embed and index documents (resumable: rerun the same command after a crash)."""
-    from sleuth.corpus.readers import ArchiveLimits, ReadOptions, read_documents
+    from sleuth.corpus.files import ArchiveLimits, ReadOptions
+    from sleuth.corpus.readers import read_documents
     from sleuth.index import Index
     from sleuth.index.store import check_ingest_inputs
 

@@ -30,6 +30,7 @@ from sleuth.harness import BudgetConfig, HarnessConfig, load_trajectory
 from sleuth.index import Index
 from sleuth.io import atomic_write_text
 from sleuth.policies.spec import BuiltPolicy, adapter_settings, build_policy, shipped_adapter
+from sleuth.progress import progress_bar
 from sleuth.ranking.model import load_ranker
 from sleuth.tasks import Task, load_tasks, read_2wiki
 from sleuth.tools.toolbox import Toolbox
@@ -116,13 +117,11 @@ def build_or_reuse_index(path: Path, docs: list[Document], console: Console) -> 
             return index
     except (InputError, IndexIncompleteError):
         pass
-    from sleuth.cli import progress_bar
-
     index = Index.create(path, embedder="minilm")
     keep = {d.id for d in docs}
     if index.manifest.state == "ready":
         index._delete_docs([d for d in index.documents if d not in keep])
-    with progress_bar() as bar:
+    with progress_bar(console) as bar:
         task = bar.add_task(f"indexing {len(docs)} documents", total=None)
         index.ingest(
             docs, progress=lambda _p, done, total: bar.update(task, completed=done, total=total)

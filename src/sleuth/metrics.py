@@ -30,6 +30,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
+from typing import Any
 
 from pydantic import BaseModel
 
@@ -121,7 +122,7 @@ def recall_at(final_docs: Sequence[str], gold: Iterable[str], k: int) -> float:
     return _ratio(len(gold_set.intersection(final_docs[:k])), len(gold_set))
 
 
-def _ranked_metrics(final: Sequence[str], gold: Iterable[str]) -> dict[str, float | bool]:
+def _ranked_metrics(final: Sequence[str], gold: Iterable[str]) -> dict[str, Any]:
     gold_list = list(gold)
     at = {k: recall_at(final, gold_list, k) for k in RECALL_KS}
     return {f"recall_at_{k}": v for k, v in at.items()} | {
@@ -142,9 +143,8 @@ def prune_accuracy(summary: RunSummary, task: Task) -> float | None:
     return sum(not _is_gold_chunk(c, task) for c in pruned) / len(pruned)
 
 
-def _fact_metrics(
-    summary: RunSummary, task: Task, final: list[str], beta: float
-) -> dict[str, float]:
+def _fact_metrics(summary: RunSummary, task: Task, final: list[str], beta: float) -> dict[str, Any]:
+    """Fact-level fields of :class:`Metrics` (none when the task has no gold chunk groups)."""
     groups = task.gold_chunk_groups
     if not groups:
         return {}

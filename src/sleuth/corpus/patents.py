@@ -26,8 +26,8 @@ import xml.etree.ElementTree as ET
 from collections.abc import Iterator
 from pathlib import Path
 
+from sleuth.corpus.files import ReadOptions, folder_files
 from sleuth.corpus.models import Document
-from sleuth.corpus.readers import ReadOptions, folder_files
 from sleuth.errors import InputError
 
 CSV_COLUMNS = ("patent_number", "patent_date", "patent_title", "patent_abstract")

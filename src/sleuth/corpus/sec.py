@@ -23,9 +23,9 @@ from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
 
+from sleuth.corpus.files import ReadOptions, folder_files
 from sleuth.corpus.html import html_to_text
 from sleuth.corpus.models import Document
-from sleuth.corpus.readers import ReadOptions, folder_files
 from sleuth.errors import InputError
 
 SEC_SUFFIXES = {".html", ".htm", ".md", ".markdown", ".txt"}
