@@ -326,13 +326,13 @@ def run(
         config=built.harness(config),
     )
     if as_json:
-        print(json.dumps(result, ensure_ascii=False))
+        print(json.dumps(result.model_dump(mode="json"), ensure_ascii=False))
         return
-    for d in result["documents"]:
-        console.print(f"[bold]{d['rank']:>2}. {d['id']}[/bold]  {d['justification']}")
+    for d in result.documents:
+        console.print(f"[bold]{d.rank:>2}. {d.id}[/bold]  {d.justification}")
     console.print(
-        f"{result['turns']} turns, {result['tool_calls']} tool calls, peak {result['peak_tokens']} "
-        f"tokens; trajectory: {result['trajectory']}"
+        f"{result.turns} turns, {result.tool_calls} tool calls, peak {result.peak_tokens} "
+        f"tokens; trajectory: {result.trajectory}"
     )
 
 

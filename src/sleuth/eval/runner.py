@@ -34,6 +34,16 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemaining
 from sleuth.errors import InputError
 from sleuth.eval.aggregate import summarize
 from sleuth.eval.fusion import FUSERS, RRF_K, score_rollouts
+from sleuth.eval.records import (
+    CHECKED,
+    RECORD_SCHEMA_VERSION,
+    EvalSummary,
+    QueryRecord,
+    RunInfo,
+    checked,
+    read_json_record,
+    read_records,
+)
 from sleuth.eval.report import write_report
 from sleuth.harness.loop import Harness, HarnessConfig
 from sleuth.index import Index
@@ -42,18 +52,15 @@ from sleuth.io import (
     atomic_write_text,
     check_folder_target,
     folder_lock,
-    read_jsonl,
 )
 from sleuth.policies.spec import BuiltPolicy, PolicyFactory, build_policy
 from sleuth.tasks.schema import Task, load_tasks
 from sleuth.tools.base import Tools
 from sleuth.tools.toolbox import Toolbox
 
-RECORD_SCHEMA_VERSION = 1
 RESULTS = "results.jsonl"
 RUN_INFO = "run.json"
 SUMMARY = "summary.json"
-_CHECKED = ("policy", "rollouts", "fuse", "rrf_k", "beta")  # must match to resume
 
 
 @dataclass(frozen=True)
@@ -122,6 +129,7 @@ def run_eval(
         )
     run = {"schema_version": RECORD_SCHEMA_VERSION, "policy": label, "rollouts": rollouts}
     run |= {"fuse": fuse if rollouts > 1 else None, "rrf_k": rrf_k, "beta": beta}
+    run = checked(RunInfo, run, str(out / RUN_INFO))
     if isinstance(built, BuiltPolicy):
         tools, make_policy = built.for_tools(tools)
         harness = built.harness(harness_config)
@@ -143,7 +151,7 @@ def run_eval(
         todo = [t for t in tasks if _needs_run(finished.get(t.id), retry_failed)]
         _run_all(job, todo, finished, concurrency, progress, total=len(tasks))
         records = [finished[t.id] for t in tasks if t.id in finished]
-        summary = summarize(records, run)
+        summary = checked(EvalSummary, summarize(records, run), str(out / SUMMARY))
         atomic_write_text(out / SUMMARY, json.dumps(summary, indent=2))
         write_report(out, summary, records)
     return summary
@@ -170,7 +178,7 @@ def load_results(path: Path) -> dict[str, dict[str, Any]]:
     if not path.exists():
         return {}
     _cut_torn_tail(path)
-    return {record["task_id"]: record for record in read_jsonl(path)}
+    return {record["task_id"]: record for record in read_records(path)}
 
 
 def _run_task(task: Task, job: _Job) -> dict[str, Any]:
@@ -182,7 +190,7 @@ def _run_task(task: Task, job: _Job) -> dict[str, Any]:
     ]
     summaries = [t.summary() for t in runs]
     scored = score_rollouts(task, summaries, job.beta, job.rrf_k)
-    return {
+    record = {
         "schema_version": RECORD_SCHEMA_VERSION,
         "task_id": task.id,
         "query": task.query,
@@ -199,6 +207,7 @@ def _run_task(task: Task, job: _Job) -> dict[str, Any]:
         "turn_tool_calls": [[len(turn.tool_events) for turn in t.turns] for t in runs],
         "turn_tokens": [[turn.prompt_tokens for turn in t.turns] for t in runs],
     }
+    return checked(QueryRecord, record, str(job.out_dir / RESULTS))
 
 
 def _run_all(
@@ -250,8 +259,8 @@ def _claim(out: Path, run: dict[str, Any]) -> None:
     """Record the settings, or check them against those of the run being resumed."""
     path = out / RUN_INFO
     if path.exists():
-        before = json.loads(path.read_text(encoding="utf-8"))
-        changed = [k for k in _CHECKED if before.get(k) != run[k]]
+        before = read_json_record(RunInfo, path)
+        changed = [k for k in CHECKED if before.get(k) != run[k]]
         if changed:
             was = ", ".join(f"{k}={before.get(k)!r}" for k in changed)
             raise InputError(

@@ -2,13 +2,15 @@
 
 from sleuth.harness.budget import BudgetConfig
 from sleuth.harness.loop import Harness, HarnessConfig
-from sleuth.harness.run import run_query
+from sleuth.harness.run import RankedDocument, RunResult, run_query
 from sleuth.harness.trajectory import StopReason, Trajectory, load_trajectory
 
 __all__ = [
     "BudgetConfig",
     "Harness",
     "HarnessConfig",
+    "RankedDocument",
+    "RunResult",
     "StopReason",
     "Trajectory",
     "load_trajectory",

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
 from uuid import uuid4
+
+from pydantic import BaseModel
 
 from sleuth.errors import InputError
 from sleuth.harness.loop import Harness, HarnessConfig
@@ -13,6 +14,39 @@ from sleuth.harness.policy import Policy
 from sleuth.harness.trajectory import Trajectory
 from sleuth.tokens import sleuth_home
 from sleuth.tools.base import Tools
+
+RUN_SCHEMA_VERSION = 1
+
+
+class RankedDocument(BaseModel):
+    """One document of the final list: its id, its rank (1 = best) and why it was chosen."""
+
+    id: str
+    rank: int
+    justification: str
+
+
+class RunResult(BaseModel):
+    """What one run of the subagent produced: the ``sleuth run --json`` object (SPEC §8) and the
+    structured content of the MCP ``search`` tool.
+
+    ``result["documents"]`` reads as the JSON mapping does (a list of plain dicts), for callers
+    written against the mapping."""
+
+    schema_version: int = RUN_SCHEMA_VERSION
+    documents: list[RankedDocument]
+    """Document ids, best first, each once."""
+    trajectory: str
+    """Path of the trajectory JSONL."""
+    turns: int
+    tool_calls: int
+    peak_tokens: int
+    stop_reason: str
+    malformed: bool
+    error: str | None
+
+    def __getitem__(self, key: str) -> object:
+        return self.model_dump(mode="json")[key]
 
 
 def run_query(
@@ -23,7 +57,7 @@ def run_query(
     budget: int | None = None,
     trajectory: str | Path | None = None,
     config: HarnessConfig | None = None,
-) -> dict[str, Any]:
+) -> RunResult:
     """Run the subagent on ``query`` and return the SPEC §8 ``sleuth run --json`` object.
 
     Args:
@@ -36,9 +70,7 @@ def run_query(
         config: harness settings; ``budget`` overrides its T when given.
 
     Returns:
-        ``{"documents": [{"id", "rank", "justification"}], "trajectory", "turns",
-        "tool_calls", "peak_tokens", "stop_reason", "malformed", "error"}``; ids are document
-        ids, best first, each once.
+        a :class:`RunResult` (``model_dump(mode="json")`` is the JSON object).
 
     Raises:
         InputError: the query is blank, or the budget is out of range.
@@ -49,29 +81,26 @@ def run_query(
     return run_result(record, path)
 
 
-def run_result(record: Trajectory, path: Path) -> dict[str, Any]:
+def run_result(record: Trajectory, path: Path) -> RunResult:
     """The ``sleuth run --json`` object of a finished trajectory."""
     summary = record.summary()
-    documents: list[dict[str, Any]] = []
+    documents: list[RankedDocument] = []
     for entry in record.answer.documents if record.answer else []:
-        if all(d["id"] != entry.doc_id for d in documents):
+        if all(d.id != entry.doc_id for d in documents):
+            rank = len(documents) + 1
             documents.append(
-                {
-                    "id": entry.doc_id,
-                    "rank": len(documents) + 1,
-                    "justification": entry.justification,
-                }
+                RankedDocument(id=entry.doc_id, rank=rank, justification=entry.justification)
             )
-    return {
-        "documents": documents,
-        "trajectory": str(path),
-        "turns": summary.turns,
-        "tool_calls": summary.tool_calls,
-        "peak_tokens": summary.peak_tokens,
-        "stop_reason": str(record.stop_reason),
-        "malformed": summary.malformed_answer,
-        "error": summary.error,
-    }
+    return RunResult(
+        documents=documents,
+        trajectory=str(path),
+        turns=summary.turns,
+        tool_calls=summary.tool_calls,
+        peak_tokens=summary.peak_tokens,
+        stop_reason=str(record.stop_reason),
+        malformed=summary.malformed_answer,
+        error=summary.error,
+    )
 
 
 def _with_budget(config: HarnessConfig, total: int | None) -> HarnessConfig:

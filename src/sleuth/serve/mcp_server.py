@@ -45,7 +45,7 @@ from starlette.types import ASGIApp, Receive, Scope, Send
 from sleuth.errors import InputError, SleuthError
 from sleuth.harness.act import ToolJob, call_tool, failure_text
 from sleuth.harness.loop import HarnessConfig
-from sleuth.harness.run import run_query
+from sleuth.harness.run import RunResult, run_query
 from sleuth.index import Index
 from sleuth.policies.spec import (
     DEFAULT_POLICY,
@@ -113,25 +113,6 @@ class PruneAck(BaseModel):
     """Ids that name no chunk of the index (reported, not fatal: SPEC §2)."""
 
 
-class RankedDocument(BaseModel):
-    id: str
-    rank: int
-    justification: str
-
-
-class SearchRun(BaseModel):
-    """Structured content of ``search``: the ``sleuth run --json`` object (SPEC §8)."""
-
-    documents: list[RankedDocument]
-    trajectory: str
-    turns: int
-    tool_calls: int
-    peak_tokens: int
-    stop_reason: str
-    malformed: bool
-    error: str | None
-
-
 Text = Annotated[str, Field(max_length=MAX_ARGUMENT_CHARS)]
 QueryArg = Annotated[Text, Field(description=SEARCH.argument_description)]
 ExcludeArg = Annotated[
@@ -171,15 +152,15 @@ def error_reply(message: str) -> CallToolResult:
     )
 
 
-def render_run(run: dict[str, Any]) -> str:
+def render_run(run: RunResult) -> str:
     """The ranked list as a reader model would want it, then how the run went."""
-    lines = [f"{d['rank']}. {d['id']}: {d['justification']}" for d in run["documents"]]
+    lines = [f"{d.rank}. {d.id}: {d.justification}" for d in run.documents]
     if not lines:
         lines.append("No documents found.")
-    status = f"turns {run['turns']}, tool calls {run['tool_calls']}, stop {run['stop_reason']}"
-    lines.append(f"\n({status}; trajectory {run['trajectory']})")
-    if run["error"]:
-        lines.append(f"Error: {run['error']}")
+    status = f"turns {run.turns}, tool calls {run.tool_calls}, stop {run.stop_reason}"
+    lines.append(f"\n({status}; trajectory {run.trajectory})")
+    if run.error:
+        lines.append(f"Error: {run.error}")
     return "\n".join(lines)
 
 
@@ -221,7 +202,7 @@ class SleuthTools:
             structured_content=PruneAck(pruned=pruned, unknown=unknown).model_dump(),
         )
 
-    def search(self, query: QuestionArg) -> Annotated[CallToolResult, SearchRun]:
+    def search(self, query: QuestionArg) -> Annotated[CallToolResult, RunResult]:
         try:
             run = run_query(
                 self.toolbox,
@@ -237,8 +218,8 @@ class SleuthTools:
             return error_reply(failure_text(exc))
         return CallToolResult(
             content=[TextContent(type="text", text=render_run(run))],
-            structured_content=run,
-            is_error=run["error"] is not None,
+            structured_content=run.model_dump(mode="json"),
+            is_error=run.error is not None,
         )
 
     def _trajectory_path(self) -> Path | None:

@@ -1,0 +1,127 @@
+"""What an eval writes to disk, as typed records: ``run.json``, ``results.jsonl``, ``summary.json``.
+
+Each is a pydantic model with ``schema_version``. Records are validated when they are written
+and when they are read back (a resumed run, a report), and travel between the eval's functions as
+their plain JSON mapping (``model_dump()``), which is what the aggregates and the reports index.
+A file written with an older ``schema_version`` still loads; a newer one is refused with a
+message that says so.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+
+from sleuth.errors import InputError
+from sleuth.io import read_jsonl
+
+RECORD_SCHEMA_VERSION = 1
+
+
+class _Versioned(BaseModel):
+    """A record with ``schema_version``; fields this version does not know are kept as they are."""
+
+    model_config = ConfigDict(extra="allow")
+
+    schema_version: int = RECORD_SCHEMA_VERSION
+
+    @field_validator("schema_version")
+    @classmethod
+    def _known(cls, v: int) -> int:
+        if v > RECORD_SCHEMA_VERSION:
+            raise ValueError(
+                f"schema_version {v} is newer than supported {RECORD_SCHEMA_VERSION}; "
+                "upgrade sleuth to read it"
+            )
+        return v
+
+
+class RunInfo(_Versioned):
+    """``run.json``: what is being run; a resumed run must match ``CHECKED``."""
+
+    policy: str
+    rollouts: int = Field(ge=1)
+    fuse: str | None
+    rrf_k: int = Field(ge=1)
+    beta: float = Field(gt=0)
+
+
+CHECKED = ("policy", "rollouts", "fuse", "rrf_k", "beta")  # must match to resume
+
+
+class QueryRecord(_Versioned):
+    """One line of ``results.jsonl``: one query's rollouts, scored (fused when several)."""
+
+    task_id: str
+    query: str
+    hops: int
+    domain: str
+    source: str
+    policy: str
+    rollouts: int
+    metrics: dict[str, Any]
+    """:class:`sleuth.metrics.Metrics` fields (behaviour fields averaged over rollouts)."""
+    reward: dict[str, Any]
+    """:class:`sleuth.reward.RewardTerms` fields."""
+    final_docs: list[str]
+    gold_doc_ids: list[str]
+    trajectories: list[str]
+    """Trajectory files, relative to the output folder when inside it."""
+    stop_reasons: list[str | None]
+    error: str | None = None
+    """Set when every rollout failed."""
+    turn_tool_calls: list[list[int]] = Field(default_factory=list)
+    turn_tokens: list[list[int]] = Field(default_factory=list)
+
+
+class EvalSummary(_Versioned):
+    """``summary.json``: the run settings, then aggregates overall and by hops, domain, source."""
+
+    policy: str
+    rollouts: int
+    fuse: str | None
+    rrf_k: int
+    beta: float
+    overall: dict[str, Any]
+    by_hops: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    by_domain: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    by_source: dict[str, dict[str, Any]] = Field(default_factory=dict)
+
+
+def checked(model: type[_Versioned], data: dict[str, Any], source: str) -> dict[str, Any]:
+    """``data`` validated as ``model``, back as its JSON mapping (unknown keys kept).
+
+    Raises:
+        InputError: ``data`` does not fit the model (names the file and the field).
+    """
+    try:
+        return model.model_validate(data).model_dump()
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "record"
+        raise InputError(f"{model.__name__} {where}: {first['msg']}", source=source) from exc
+
+
+def read_records(path: Path) -> Iterator[dict[str, Any]]:
+    """The records of a ``results.jsonl``, each checked as a :class:`QueryRecord`."""
+    for record in read_jsonl(path):
+        yield checked(QueryRecord, record, str(path))
+
+
+def read_json_record(model: type[_Versioned], path: Path) -> dict[str, Any]:
+    """A ``run.json`` or ``summary.json``, checked as ``model``.
+
+    Raises:
+        InputError: not JSON, or not such a record.
+    """
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InputError(f"cannot read {path.name} ({exc})", source=str(path)) from exc
+    if not isinstance(data, dict):
+        raise InputError(f"{path.name} is not a JSON object", source=str(path))
+    return checked(model, data, str(path))
