@@ -19,7 +19,14 @@ from sleuth.datagen.masking import (
     profile_document,
     split_sentences,
 )
-from sleuth.datagen.offline import GENERATOR, Corpus, Draft, Link, OfflineConfig, draft_bridge
+from sleuth.datagen.offline import (
+    OFFLINE_GENERATOR,
+    Corpus,
+    Draft,
+    Link,
+    OfflineConfig,
+    draft_bridge,
+)
 from sleuth.datagen.quality import StageTally, build_report
 from sleuth.datagen.quotes import quote_in_source
 from sleuth.datagen.verify import QuoteEvidence, answer_in_text, verify_extraction
@@ -222,7 +229,7 @@ def test_every_real_task_passes_the_verifier_again(wiki2_run) -> None:
 
 def _assert_verified(task: Task, texts: dict[str, str]) -> None:
     extra = task.model_extra or {}
-    assert extra["generator"] == GENERATOR and task.domain == "wiki"
+    assert extra["generator"] == OFFLINE_GENERATOR and task.domain == "wiki"
     # Clue i is backed by the quote of gold document i (hop order).
     extraction = {
         doc_id: [QuoteEvidence(quote=extra["gold_quotes"][doc_id][0], clue_indices=[i])]

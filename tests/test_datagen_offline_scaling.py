@@ -8,7 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sleuth.corpus.models import Document
-from sleuth.datagen.offline import LexicalIndex, generate_offline, min_clue_words, rare_limit
+from sleuth.datagen.offline import OfflineBM25, generate_offline, min_clue_words, rare_limit
 from sleuth.index.lexical import rank_scores
 from sleuth.tasks import load_tasks
 from tests.test_datagen_offline import (
@@ -93,7 +93,7 @@ def test_thresholds_scale_with_corpus_size(n: int, m: int) -> None:
 def test_bm25_ties_are_broken_by_id_whatever_the_corpus_order() -> None:
     ids, text = ["c", "a", "d", "b"], "the same words about river towns"
     for order in (ids, ids[::-1]):
-        lexical = LexicalIndex(order, [text] * len(order))
+        lexical = OfflineBM25(order, [text] * len(order))
         assert lexical.search("river towns", 3) == ["a", "b", "c"]
 
 

@@ -229,11 +229,11 @@ def example_trajectory(*folders: Path) -> str:
         for path in sorted((folder / "trajectories").glob("*.jsonl")):
             traj = load_trajectory(path)
             if len(traj.turns) > 1:
-                return render_text(traj)
+                return trajectory_text(traj)
     return "(no multi-turn trajectory to show)"
 
 
-def render_text(traj: Any) -> str:
+def trajectory_text(traj: Any) -> str:
     pruned = {i for e in traj.tool_events() if e.prune for i in e.prune.pruned}
     lines = [f"Example trajectory ({traj.policy}) — query: {traj.query}"]
     for turn in traj.turns:

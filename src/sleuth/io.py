@@ -60,19 +60,47 @@ def append_jsonl(path: str | Path, record: dict[str, Any]) -> None:
         os.fsync(f.fileno())
 
 
-def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
-    """Yield the complete JSON lines of a file; a torn last line (a crash mid-write) is skipped."""
-    with open(path, encoding="utf-8") as f:
-        lines = f.readlines()
-    for i, line in enumerate(lines):
+class JsonLineError(json.JSONDecodeError):
+    """A line of a JSONL text that is not JSON; ``lineno`` is its line in the whole text."""
+
+    def __init__(self, msg: str, line: str, pos: int, lineno: int):
+        super().__init__(msg, line, pos)
+        self.lineno = lineno
+
+
+def json_lines(text: str, *, torn_tail_ok: bool = False) -> Iterator[tuple[int, Any]]:
+    """The one JSONL reader: ``(line number, value)`` for every non-blank line of ``text``.
+
+    Raises :class:`JsonLineError` on a line that is not JSON (or nests too deeply); with
+    ``torn_tail_ok`` a bad last line without its newline (a crash mid-append) ends the text
+    instead. Callers turn the error into their own message (an ``InputError`` for user files).
+    """
+    # Lines end at \n, \r\n or \r (as a file opened in text mode reads them), never at the other
+    # separators str.splitlines knows: a JSON string may hold U+2028 unescaped.
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    complete = lines[-1] == ""  # the text ends with a newline
+    if complete:
+        lines.pop()
+    for n, line in enumerate(lines, start=1):
         if not line.strip():
             continue
         try:
-            yield json.loads(line)
-        except json.JSONDecodeError:
-            if i == len(lines) - 1 and not line.endswith("\n"):
+            value = json.loads(line)
+        except json.JSONDecodeError as exc:
+            if torn_tail_ok and n == len(lines) and not complete:
                 return
-            raise
+            raise JsonLineError(exc.msg, line, exc.pos, n) from None
+        except RecursionError:
+            raise JsonLineError("JSON nested too deeply", line, 0, n) from None
+        yield n, value
+
+
+def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
+    """Yield the complete JSON lines of a file; a torn last line (a crash mid-write) is skipped."""
+    with open(path, encoding="utf-8") as f:
+        text = f.read()
+    for _, value in json_lines(text, torn_tail_ok=True):
+        yield value
 
 
 @contextmanager

@@ -12,7 +12,6 @@ asked to (``--follow-links``).
 
 from __future__ import annotations
 
-import json
 import zipfile
 from collections.abc import Iterable, Iterator
 from pathlib import Path
@@ -22,6 +21,7 @@ from sleuth.corpus.files import ReadOptions, folder_files
 from sleuth.corpus.html import html_to_text
 from sleuth.corpus.models import Document
 from sleuth.errors import InputError
+from sleuth.io import JsonLineError, json_lines
 
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".rst"}
 HTML_SUFFIXES = {".html", ".htm"}
@@ -42,20 +42,20 @@ def _require_text(doc: Document, source: str) -> Document:
     return doc
 
 
-def read_jsonl(path: Path) -> Iterator[Document]:
+def read_documents_jsonl(path: Path) -> Iterator[Document]:
     """One document per line: ``{"id", "text", "title"?, "metadata"?}``."""
     source = str(path)
     text = _decode(_read_bytes(path), source)
-    for n, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"line {n}"
+    lines = json_lines(text)
+    while True:
         try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as e:
-            raise InputError(f"invalid JSON: {e.msg}", source=source, record=where) from None
-        except RecursionError:
-            raise InputError("JSON nested too deeply", source=source, record=where) from None
+            n, obj = next(lines)
+        except StopIteration:
+            return
+        except JsonLineError as e:
+            what = e.msg if e.msg.startswith("JSON nested") else f"invalid JSON: {e.msg}"
+            raise InputError(what, source=source, record=f"line {e.lineno}") from None
+        where = f"line {n}"
         if not isinstance(obj, dict):
             raise InputError("expected a JSON object", source=source, record=where)
         doc_id = obj.get("id")
@@ -121,7 +121,7 @@ def _walk_folder(root: Path, options: ReadOptions) -> Iterator[Document]:
     for p in folder_files(root, options):
         rel = p.relative_to(root).as_posix()
         if p.suffix.lower() == ".jsonl":
-            yield from read_jsonl(p)
+            yield from read_documents_jsonl(p)
         elif p.suffix.lower() == ".zip":
             yield from read_zip(p, options)
         else:
@@ -162,7 +162,7 @@ def read_path(path: str | Path, options: ReadOptions | None = None) -> Iterator[
     if p.is_dir():
         yield from _walk_folder(p, options)
     elif p.suffix.lower() == ".jsonl":
-        yield from read_jsonl(p)
+        yield from read_documents_jsonl(p)
     elif p.suffix.lower() == ".zip":
         yield from read_zip(p, options)
     else:

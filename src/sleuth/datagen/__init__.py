@@ -1,7 +1,7 @@
 """Synthetic task generation: strict quote matching, deterministic verification, the LLM-free
 offline generator and the quality report of a run."""
 
-from sleuth.datagen.offline import GENERATOR, OfflineConfig, generate_offline
+from sleuth.datagen.offline import OFFLINE_GENERATOR, OfflineConfig, generate_offline
 from sleuth.datagen.quality import QualityReport, render_markdown
 from sleuth.datagen.quotes import normalize, quote_in_source
 from sleuth.datagen.verify import (
@@ -13,7 +13,7 @@ from sleuth.datagen.verify import (
 )
 
 __all__ = [
-    "GENERATOR",
+    "OFFLINE_GENERATOR",
     "FailReason",
     "OfflineConfig",
     "QualityReport",

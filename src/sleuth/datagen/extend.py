@@ -22,7 +22,7 @@ from sleuth.datagen.extract import verify_hop
 from sleuth.datagen.prompts import EXTEND_SYSTEM, EXTEND_USER, OBFUSCATION_RULES
 from sleuth.datagen.quotes import normalize
 from sleuth.datagen.records import Bridge, Hop, Status, SupportingDoc, TaskRecord
-from sleuth.datagen.runner import GENERATOR, Outcome, Pipeline
+from sleuth.datagen.runner import LLM_GENERATOR, Outcome, Pipeline
 from sleuth.datagen.verify import answer_in_text
 from sleuth.datagen.workspace import Session
 from sleuth.tasks import Task
@@ -119,7 +119,7 @@ def assemble_task(pipeline: Pipeline, record: TaskRecord) -> tuple[Task | None, 
         domain=record.domain,
         hops=len(hops),
         source=pipeline.source,
-        generator=GENERATOR,
+        generator=LLM_GENERATOR,
         truth_type=final.truth_type,
         clues=clues,
         gold_per_hop=[_hop_summary(h) for h in hops],

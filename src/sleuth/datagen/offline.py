@@ -53,7 +53,7 @@ from sleuth.datagen.verify import QuoteEvidence, answer_pattern, verify_extracti
 from sleuth.errors import ConfigError
 from sleuth.tasks import Task
 
-GENERATOR = "offline-link-v1"
+OFFLINE_GENERATOR = "offline-link-v1"
 DOMAIN = "wiki"
 TEMPLATES = ("single", "bridge", "comparison")
 TARGET, OTHER = "[X]", "[Y]"
@@ -128,7 +128,7 @@ class Draft:
     evidence: dict[str, list[QuoteEvidence]] = field(hash=False)
 
 
-class LexicalIndex:
+class OfflineBM25:
     """BM25 (bm25s, English stemming and stopwords) over whole documents, ids in corpus order."""
 
     def __init__(self, ids: Sequence[str], texts: Sequence[str]):
@@ -165,7 +165,7 @@ class Corpus:
     texts: dict[str, str]
     entities: dict[str, Entity]
     normalized: dict[str, str]
-    lexical: LexicalIndex
+    lexical: OfflineBM25
     links: list[Link]
     mentions: dict[str, set[str]]
     """Entity id → ids of the documents naming it in any case (candidates for ambiguity)."""
@@ -182,7 +182,7 @@ class Corpus:
             texts=texts,
             entities=entities,
             normalized={i: normalize(t) for i, t in texts.items()},
-            lexical=LexicalIndex(list(texts), list(texts.values())),
+            lexical=OfflineBM25(list(texts), list(texts.values())),
             links=links,
             mentions=mentions,
             word_df=Counter(w for t in texts.values() for w in document_words(t)),
@@ -437,7 +437,9 @@ def verify_draft(draft: Draft, corpus: Corpus) -> list[str]:
     return result.reasons
 
 
-def mine_distractors(draft: Draft, corpus: Corpus, config: OfflineConfig) -> tuple[list[str], int]:
+def offline_distractors(
+    draft: Draft, corpus: Corpus, config: OfflineConfig
+) -> tuple[list[str], int]:
     """BM25 neighbours of the clues free of the answer and its aliases, and how many were
     rejected for containing it."""
     pattern = answer_pattern(draft.answer.title, aliases_of(draft.answer))
@@ -478,7 +480,7 @@ def to_task(draft: Draft, distractors: list[str], ranks: list[int | None], sourc
         domain=DOMAIN,
         hops=draft.hops,
         source=source,
-        generator=GENERATOR,
+        generator=OFFLINE_GENERATOR,
         template=draft.template,
         clues=list(draft.clues),
         gold_quotes={d: [e.quote for e in ev] for d, ev in draft.evidence.items()},
@@ -562,7 +564,7 @@ class _Run:
         self.draft.record([])
         if not self.verify.record(verify_draft(draft, self.corpus)):
             return None
-        distractors, rejected = mine_distractors(draft, self.corpus, self.config)
+        distractors, rejected = offline_distractors(draft, self.corpus, self.config)
         self.rejected_distractors += rejected
         short = len(distractors) < self.config.min_distractors
         if not self.distract.record(["too_few_distractors"] if short else []):
@@ -612,7 +614,7 @@ def generate_offline(
         run.tasks,
         stages,
         run.corpus.texts,
-        generator=GENERATOR,
+        generator=OFFLINE_GENERATOR,
         source=source,
         seed=seed,
         distractors_rejected=run.rejected_distractors,

@@ -16,7 +16,7 @@ from sleuth.datagen.llm import LLM, CacheMissError
 from sleuth.datagen.records import RecordStore, Status, TaskRecord
 from sleuth.datagen.workspace import Session, Workspace
 
-GENERATOR = "llm-pipeline"
+LLM_GENERATOR = "llm-pipeline"
 """``Task.generator`` of tasks made by these stages (the offline generator has its own)."""
 
 

@@ -28,7 +28,7 @@ from sleuth.datagen.extract import verify
 from sleuth.datagen.llm import ChatLLM, LLMConfig
 from sleuth.datagen.quality import QualityReport, StageTally, build_report, render_markdown
 from sleuth.datagen.records import STAGES, RecordStore, Status
-from sleuth.datagen.runner import GENERATOR, DatagenConfig, Pipeline, Process, run_stage
+from sleuth.datagen.runner import LLM_GENERATOR, DatagenConfig, Pipeline, Process, run_stage
 from sleuth.datagen.workspace import Workspace
 from sleuth.errors import InputError
 from sleuth.index import Index
@@ -44,7 +44,7 @@ PROCESSES: dict[str, Process] = {
 }
 
 
-class RunSummary(BaseModel):
+class PipelineSummary(BaseModel):
     """What :func:`run_pipeline` did: statuses per stage and where the outputs are."""
 
     stages: dict[str, dict[str, int]]
@@ -93,7 +93,7 @@ def run_named_stage(
     return run_stage(pipeline, stage, PROCESSES[stage], limit)
 
 
-def run_pipeline(pipeline: Pipeline, n: int, out: str | Path | None = None) -> RunSummary:
+def run_pipeline(pipeline: Pipeline, n: int, out: str | Path | None = None) -> PipelineSummary:
     """Seed ``n`` records, run every stage in order, export passed tasks and the quality report.
 
     Rerunning resumes: finished records are skipped, errored ones retried.
@@ -102,8 +102,8 @@ def run_pipeline(pipeline: Pipeline, n: int, out: str | Path | None = None) -> R
     stages = {s: dict(run_stage(pipeline, s, PROCESSES[s])) for s in STAGES}
     tasks_path = Path(out) if out else pipeline.store.root / "tasks.jsonl"
     tasks = export_tasks(pipeline.store, tasks_path)
-    report_path = write_report(pipeline, tasks)
-    return RunSummary(
+    report_path = write_datagen_report(pipeline, tasks)
+    return PipelineSummary(
         stages=stages, tasks=len(tasks), tasks_path=str(tasks_path), report_path=str(report_path)
     )
 
@@ -132,14 +132,14 @@ def pipeline_report(pipeline: Pipeline, tasks: list[Task]) -> QualityReport:
         tasks,
         list(tallies.values()),
         {d: pipeline.ws.docs.text(d) for d in distractors},
-        generator=GENERATOR,
+        generator=LLM_GENERATOR,
         source=pipeline.source,
         seed=pipeline.config.seed,
         distractors_rejected=rejected,
     )
 
 
-def write_report(pipeline: Pipeline, tasks: list[Task]) -> Path:
+def write_datagen_report(pipeline: Pipeline, tasks: list[Task]) -> Path:
     """``quality.json`` and ``quality.md`` in the run directory; returns the Markdown path."""
     report = pipeline_report(pipeline, tasks)
     root = pipeline.store.root

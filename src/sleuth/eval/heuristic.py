@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sleuth.corpus.models import doc_id_of
-from sleuth.eval.transcript import Observation, final_answer, query_of, token_usage
+from sleuth.eval.transcript import ToolReply, final_answer, query_of, token_usage
 from sleuth.eval.transcript import observations as read_observations
 from sleuth.policies.scripted import Reply, call, turn
 from sleuth.ranking.features import Search, SeenDoc
@@ -92,7 +92,7 @@ class HeuristicAgent:
         return self._answer(ranked, seen)
 
     # -- ordering ------------------------------------------------------------------------
-    def rank(self, question: str, seen: list[Observation]) -> list[tuple[str, float]]:
+    def rank(self, question: str, seen: list[ToolReply]) -> list[tuple[str, float]]:
         """Seen documents, best first, with a score (probability with a selector)."""
         if self.selector is None:
             return rank_by_rrf(seen, question, self.question_weight)
@@ -107,7 +107,7 @@ class HeuristicAgent:
         return used + self.bridge_entities * _RESULT_TOKENS < total // 2
 
     def _weak_chunks(
-        self, question: str, seen: list[Observation], ranked: list[tuple[str, float]]
+        self, question: str, seen: list[ToolReply], ranked: list[tuple[str, float]]
     ) -> list[str]:
         protected = {doc for doc, _ in ranked[: self.keep_docs]}
         score = dict(ranked)
@@ -124,7 +124,7 @@ class HeuristicAgent:
         return list(dict.fromkeys(weak))
 
     def _bridge_queries(
-        self, question: str, seen: list[Observation], ranked: list[tuple[str, float]]
+        self, question: str, seen: list[ToolReply], ranked: list[tuple[str, float]]
     ) -> list[str]:
         """New names in the best documents, each searched with what the best document lacks."""
         if not ranked:
@@ -158,14 +158,14 @@ class HeuristicAgent:
         tail = " ".join(missing or content_words(question))
         return [f"{name} {tail}".strip() for name in names]
 
-    def _seen_titles(self, seen: list[Observation]) -> set[str]:
+    def _seen_titles(self, seen: list[ToolReply]) -> set[str]:
         """Lower-cased titles of seen documents: a name already found needs no search."""
         if self.selector is None:
             return set()
         docs = {doc_id_of(c.id) for o in seen for c in o.chunks}
         return {self.selector.title(d).lower() for d in docs} - {""}
 
-    def _answer(self, ranked: list[tuple[str, float]], seen: list[Observation]) -> Reply:
+    def _answer(self, ranked: list[tuple[str, float]], seen: list[ToolReply]) -> Reply:
         searches = sum(o.tool == SEARCH_CORPUS for o in seen)
         how = "learned selection" if self.selector else "reciprocal rank fusion"
         why = f"ranked {{}} by {how} over {searches} searches"
@@ -173,7 +173,7 @@ class HeuristicAgent:
         return final_answer([(doc, why.format(rank)) for rank, doc in enumerate(top, start=1)])
 
 
-def trail(seen: list[Observation], title_of: Any) -> tuple[list[SeenDoc], list[Search]]:
+def trail(seen: list[ToolReply], title_of: Any) -> tuple[list[SeenDoc], list[Search]]:
     """The selector's view of a transcript: seen documents with their ranks, and the searches."""
     docs: dict[str, SeenDoc] = {}
     searches: list[Search] = []
@@ -198,7 +198,7 @@ def trail(seen: list[Observation], title_of: Any) -> tuple[list[SeenDoc], list[S
 
 
 def rank_by_rrf(
-    seen: list[Observation], question: str, question_weight: float
+    seen: list[ToolReply], question: str, question_weight: float
 ) -> list[tuple[str, float]]:
     """Documents ranked by weighted RRF (k = 60) over the search results the view still shows."""
     searches = [o for o in seen if o.tool == SEARCH_CORPUS]
@@ -207,7 +207,7 @@ def rank_by_rrf(
     return rrf(rankings, weights=weights)
 
 
-def _has_more_chunks(doc: str, seen: list[Observation]) -> bool:
+def _has_more_chunks(doc: str, seen: list[ToolReply]) -> bool:
     """Whether a search showed a later chunk of ``doc`` (so it has more than one to read)."""
     return any(doc_id_of(c.id) == doc and not c.id.endswith("_0") for o in seen for c in o.chunks)
 

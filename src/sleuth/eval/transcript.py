@@ -29,7 +29,7 @@ class ShownChunk:
 
 
 @dataclass(frozen=True)
-class Observation:
+class ToolReply:
     """One tool call of the policy and the chunks its result still shows."""
 
     tool: str
@@ -45,10 +45,10 @@ def query_of(messages: list[dict[str, Any]]) -> str:
     return (match.group(1) if match else text).strip()
 
 
-def observations(messages: list[dict[str, Any]]) -> list[Observation]:
+def observations(messages: list[dict[str, Any]]) -> list[ToolReply]:
     """Every tool result in the transcript, in call order, paired with the call that made it."""
     calls: dict[str, tuple[str, dict[str, Any], int]] = {}
-    found: list[Observation] = []
+    found: list[ToolReply] = []
     turn = -1
     for message in messages:
         if message.get("role") == "assistant":
@@ -59,7 +59,7 @@ def observations(messages: list[dict[str, Any]]) -> list[Observation]:
         if message.get("role") == "tool" and message.get("tool_call_id") in calls:
             tool, arguments, made_in = calls[message["tool_call_id"]]
             chunks = parse_chunks(message.get("content") or "")
-            found.append(Observation(tool, arguments, chunks, made_in))
+            found.append(ToolReply(tool, arguments, chunks, made_in))
     return found
 
 

@@ -32,6 +32,7 @@ from pydantic import ValidationError
 
 from sleuth.corpus import Document
 from sleuth.errors import InputError
+from sleuth.io import JsonLineError, json_lines
 from sleuth.tasks.schema import Task, describe_validation_error
 
 Benchmark = tuple[list[Document], list[Task]]
@@ -234,15 +235,10 @@ def _load_records(path: Path) -> list[dict[str, Any]]:
 
 
 def _jsonl_records(text: str, path: Path) -> list[Any]:
-    records = []
-    for lineno, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError as e:
-            raise InputError(f"line {lineno}: invalid JSON ({e.msg})", source=str(path)) from e
-    return records
+    try:
+        return [value for _, value in json_lines(text)]
+    except JsonLineError as e:
+        raise InputError(f"line {e.lineno}: invalid JSON ({e.msg})", source=str(path)) from e
 
 
 def _expand(paths: PathLike | Sequence[PathLike]) -> list[Path]:

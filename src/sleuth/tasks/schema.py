@@ -6,14 +6,14 @@ its own provenance (``generator``, ``clues``, ``gold_quotes``...) without a sche
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from sleuth.errors import InputError
-from sleuth.io import atomic_write_text
+from sleuth.io import JsonLineError, atomic_write_text, json_lines
 
 TASK_SCHEMA_VERSION = 1
 
@@ -63,15 +63,13 @@ def load_tasks(path: str | Path) -> list[Task]:
     """Read a task JSONL file; any bad line or repeated id is an ``InputError`` naming the line."""
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as e:
         raise InputError(f"cannot read task file ({e})", source=str(path)) from e
     tasks: list[Task] = []
     seen: set[str] = set()
-    for lineno, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        task = _parse_line(line, path, lineno)
+    for lineno, value in _lines(text, path):
+        task = _parse_task(value, path, lineno)
         if task.id in seen:
             raise InputError(f"line {lineno}: duplicate task id {task.id!r}", source=str(path))
         seen.add(task.id)
@@ -79,11 +77,16 @@ def load_tasks(path: str | Path) -> list[Task]:
     return tasks
 
 
-def _parse_line(line: str, path: Path, lineno: int) -> Task:
+def _lines(text: str, path: Path) -> Iterator[tuple[int, Any]]:
     try:
-        return Task.model_validate(json.loads(line))
-    except json.JSONDecodeError as e:
-        raise InputError(f"line {lineno}: invalid JSON ({e.msg})", source=str(path)) from e
+        yield from json_lines(text)
+    except JsonLineError as e:
+        raise InputError(f"line {e.lineno}: invalid JSON ({e.msg})", source=str(path)) from e
+
+
+def _parse_task(value: Any, path: Path, lineno: int) -> Task:
+    try:
+        return Task.model_validate(value)
     except ValidationError as e:
         reason = describe_validation_error(e)
         raise InputError(f"line {lineno}: invalid task ({reason})", source=str(path)) from e
