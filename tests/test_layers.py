@@ -19,6 +19,7 @@ SRC = Path(sleuth.__file__).parent
 LAYERS: dict[str, int] = {
     "errors": 0,
     "progress": 0,
+    "extras": 0,
     "tokens": 0,
     "io": 0,
     "corpus": 1,

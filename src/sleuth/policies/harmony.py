@@ -20,20 +20,26 @@ from functools import cache
 from typing import Any, Literal
 
 import openai
-from openai_harmony import (
-    Author,
-    Conversation,
-    DeveloperContent,
-    HarmonyEncoding,
-    HarmonyEncodingName,
-    HarmonyError,
-    Message,
-    ReasoningEffort,
-    Role,
-    SystemContent,
-    ToolDescription,
-    load_harmony_encoding,
-)
+
+from sleuth.extras import missing_extra
+
+try:
+    from openai_harmony import (
+        Author,
+        Conversation,
+        DeveloperContent,
+        HarmonyEncoding,
+        HarmonyEncodingName,
+        HarmonyError,
+        Message,
+        ReasoningEffort,
+        Role,
+        SystemContent,
+        ToolDescription,
+        load_harmony_encoding,
+    )
+except ImportError as _exc:  # the `harmony` extra is not installed
+    raise missing_extra("harmony", _exc) from _exc
 
 from sleuth.harness.policy import PolicyOutput, ToolCall, message_text
 from sleuth.policies.http import openai_client

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 
+from sleuth.extras import missing_extra
 from sleuth.harness.policy import PolicyOutput
 from sleuth.policies.chatml import render_ids, render_text, sampled_output, stop_ids
 
@@ -112,7 +113,10 @@ class LocalHFPolicy:
     ) -> LocalHFPolicy:
         """Load from local files only: a HF model folder, or a ``.gguf`` file (dequantised by
         transformers; needs ``gguf`` and ``accelerate``), plus an optional peft LoRA adapter."""
-        from transformers import AutoModelForCausalLM, AutoTokenizer
+        try:
+            from transformers import AutoModelForCausalLM, AutoTokenizer
+        except ImportError as exc:  # the `train` extra is not installed
+            raise missing_extra("train", exc) from exc
 
         path = Path(path)
         kwargs: dict[str, Any] = {"local_files_only": True}
@@ -121,7 +125,10 @@ class LocalHFPolicy:
         tokenizer = AutoTokenizer.from_pretrained(path, **kwargs)
         model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **kwargs).to(device)
         if adapter is not None:
-            from peft import PeftModel
+            try:
+                from peft import PeftModel
+            except ImportError as exc:
+                raise missing_extra("train", exc) from exc
 
             model = PeftModel.from_pretrained(model, str(adapter), is_trainable=trainable_adapter)
             if not trainable_adapter:  # inference only: fold the low-rank update into the weights

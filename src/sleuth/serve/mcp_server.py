@@ -36,13 +36,18 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 from uuid import uuid4
 
-from mcp.server.mcpserver import MCPServer
-from mcp.types import CallToolResult, TextContent
 from pydantic import BaseModel, Field
-from starlette.responses import JSONResponse
-from starlette.types import ASGIApp, Receive, Scope, Send
 
 from sleuth.errors import InputError, SleuthError
+from sleuth.extras import missing_extra
+
+try:
+    from mcp.server.mcpserver import MCPServer
+    from mcp.types import CallToolResult, TextContent
+    from starlette.responses import JSONResponse
+    from starlette.types import ASGIApp, Receive, Scope, Send
+except ImportError as _exc:  # the `serve` extra is not installed
+    raise missing_extra("serve", _exc) from _exc
 from sleuth.harness.act import ToolJob, call_tool, failure_text
 from sleuth.harness.loop import HarnessConfig
 from sleuth.harness.run import RunResult, run_query
