@@ -155,3 +155,14 @@ def test_sigkill_during_cli_ingest_then_resume(tmp_path):
     assert stats["resumed_chunks"] > 0
     index = Index.open(ix)
     assert index.collection.count() == len(index.lexical.rows) == stats["chunks"]
+
+
+def test_removed_documents_leave_both_retrievers(tmp_path):
+    index = Index.create(tmp_path / "ix", embedder="hash:64", chunk_tokens=32)
+    index.ingest(_docs(3))
+    result = index.remove_documents(["doc1.t", "no-such-doc"])
+    reopened = Index.open(tmp_path / "ix")
+    assert set(reopened.documents) == {"doc0.t", "doc2.t"} and result.index_documents == 2
+    assert not reopened.document_chunks("doc1.t")
+    hits = Toolbox(reopened).search_corpus("w1x3 topic3").chunks
+    assert hits and all(h.doc_id != "doc1.t" for h in hits)

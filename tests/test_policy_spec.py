@@ -254,7 +254,7 @@ def test_a_bug_keeps_its_traceback_and_exits_1(small_index, monkeypatch):
     def broken(*args, **kwargs):
         raise ValueError("a bug, not bad input")
 
-    monkeypatch.setattr("sleuth.cli._toolbox", broken)
+    monkeypatch.setattr("sleuth.cli.common.open_toolbox", broken)
     result = runner.invoke(app, ["run", "q", "--index", str(small_index)])
     assert result.exit_code == 1 and isinstance(result.exception, ValueError)
     assert "error:" not in result.stderr

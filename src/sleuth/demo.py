@@ -120,7 +120,7 @@ def build_or_reuse_index(path: Path, docs: list[Document], console: Console) -> 
     index = Index.create(path, embedder="minilm")
     keep = {d.id for d in docs}
     if index.manifest.state == "ready":
-        index._delete_docs([d for d in index.documents if d not in keep])
+        index.remove_documents([d for d in index.documents if d not in keep])
     with progress_bar(console) as bar:
         task = bar.add_task(f"indexing {len(docs)} documents", total=None)
         index.ingest(

@@ -442,6 +442,22 @@ class Index:
     def _delete_docs(self, doc_ids: list[str]) -> None:
         self._delete_stale(doc_ids, set())
 
+    def remove_documents(self, doc_ids: Sequence[str]) -> IngestResult:
+        """Delete these documents' chunks and rebuild the lexical side; ids not in the index
+        are ignored.
+
+        Raises:
+            BusyError: another process is writing this index.
+            IndexIncompleteError: an interrupted ingest is pending (resume or repair it first).
+        """
+        with folder_lock(self.path, "this index"):
+            if self.manifest.state != "ready":
+                raise IndexIncompleteError(
+                    f"{self.path}: an interrupted ingest is pending; resume it or use --repair"
+                )
+            self._delete_docs(list(doc_ids))
+            return self._finish(0, 0, skipped=0)
+
     def _finish(self, n_docs: int, n_chunks: int, skipped: int) -> IngestResult:
         generation = self.manifest.generation + 1
         self.manifest.generation = generation

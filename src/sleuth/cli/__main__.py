@@ -1,0 +1,5 @@
+"""``python -m sleuth.cli``."""
+
+from sleuth.cli import app
+
+app()

@@ -1,0 +1,181 @@
+"""``sleuth run``, ``sleuth score``, ``sleuth eval``: the subagent on one query, one trajectory scored, a task set evaluated."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+import sleuth.cli.common as common
+from sleuth.cli.common import (
+    DEFAULT_REPLY_TOKENS,
+    AdapterOpt,
+    ApiKeyOpt,
+    BaseUrlOpt,
+    EngineOpt,
+    FormatOpt,
+    IndexOpt,
+    JsonOpt,
+    ModelOpt,
+    PolicyOpt,
+    RankerOpt,
+    ReplyTokensOpt,
+    _at_least,
+    _harness_config,
+    app,
+    chosen_policy,
+    cli_errors,
+    console,
+)
+from sleuth.errors import InputError
+
+
+@app.command()
+@cli_errors
+def run(
+    query: str,
+    index: IndexOpt,
+    policy: PolicyOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    api_key: ApiKeyOpt = "EMPTY",
+    fmt: FormatOpt = "chat",
+    adapter: AdapterOpt = None,
+    engine: EngineOpt = "auto",
+    ranker: RankerOpt = None,
+    budget: Annotated[int, typer.Option(help="Token budget T.")] = 32768,
+    max_turns: Annotated[int, typer.Option(help="Maximum turns.")] = 128,
+    max_reply_tokens: ReplyTokensOpt = DEFAULT_REPLY_TOKENS,
+    trajectory: Annotated[
+        Path | None, typer.Option(help="Write the trajectory JSONL here.")
+    ] = None,
+    reranker: Annotated[
+        str | None, typer.Option(help="none | cross-encoder:PATH | endpoint:MODEL@URL")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run the subagent on one query: ranked documents (+ the trajectory file)."""
+    from sleuth.harness import run_query
+    from sleuth.io import check_file_target
+
+    _at_least(max_reply_tokens, 1, "--max-reply-tokens")
+    _at_least(budget, 1, "--budget")
+    _at_least(max_turns, 1, "--max-turns")
+    if trajectory is not None:
+        check_file_target(trajectory, "--trajectory")
+    if model and not base_url and not Path(model).exists():
+        raise InputError(
+            f"--model {model}: no such local model file or folder (or give --base-url)"
+        )
+    config = _harness_config(budget, max_turns, max_reply_tokens)
+    tools = common.open_toolbox(index, reranker)
+    built = chosen_policy(
+        policy, model, base_url, fmt, api_key, adapter, engine=engine, ranker=ranker
+    )
+    tools, factory = built.for_tools(tools)
+    result = run_query(
+        tools,
+        query,
+        policy=factory(0),
+        trajectory=trajectory,
+        config=built.harness(config),
+    )
+    if as_json:
+        print(json.dumps(result.model_dump(mode="json"), ensure_ascii=False))
+        return
+    for d in result.documents:
+        console.print(f"[bold]{d.rank:>2}. {d.id}[/bold]  {d.justification}")
+    console.print(
+        f"{result.turns} turns, {result.tool_calls} tool calls, peak {result.peak_tokens} "
+        f"tokens; trajectory: {result.trajectory}"
+    )
+
+
+@app.command()
+@cli_errors
+def score(
+    task: Annotated[Path, typer.Option(help="Task JSONL (one task, or pick with --task-id).")],
+    trajectory: Annotated[Path, typer.Option(help="Trajectory JSONL written by the harness.")],
+    beta: Annotated[float, typer.Option(help="β of F_β.")] = 4.0,
+    task_id: Annotated[
+        str | None, typer.Option(help="Task id when the file holds several.")
+    ] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Every metric and every reward term of one trajectory."""
+    from sleuth.eval import score_files
+
+    for path, option in ((task, "--task"), (trajectory, "--trajectory")):
+        if path.is_dir():
+            raise InputError(f"{option} is a folder; give a JSONL file", source=str(path))
+    result = score_files(task, trajectory, beta=beta, task_id=task_id)
+    if as_json:
+        print(json.dumps(result))
+        return
+    for section in ("metrics", "reward"):
+        console.print(f"[bold]{section}[/bold]")
+        for k, v in result[section].items():
+            console.print(f"  {k}: {v:.4f}" if isinstance(v, float) else f"  {k}: {v}")
+
+
+@app.command("eval")
+@cli_errors
+def eval_cmd(
+    index: IndexOpt,
+    tasks: Annotated[Path, typer.Option(help="Task JSONL (SPEC §8).")],
+    out: Annotated[Path, typer.Option(help="Output folder; rerun with it to resume.")],
+    policy: PolicyOpt = None,
+    model: ModelOpt = None,
+    base_url: BaseUrlOpt = None,
+    api_key: ApiKeyOpt = "EMPTY",
+    fmt: FormatOpt = "chat",
+    adapter: AdapterOpt = None,
+    engine: EngineOpt = "auto",
+    ranker: RankerOpt = None,
+    rollouts: Annotated[int, typer.Option(help="Rollouts per query, fused (the report's 4x).")] = 1,
+    fuse: Annotated[str, typer.Option(help="Fusion of rollouts.")] = "rrf",
+    concurrency: Annotated[int, typer.Option(help="Queries run at once.")] = 4,
+    budget: Annotated[int, typer.Option(help="Token budget T.")] = 32768,
+    max_turns: Annotated[int, typer.Option(help="Maximum turns.")] = 128,
+    max_reply_tokens: ReplyTokensOpt = DEFAULT_REPLY_TOKENS,
+    limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
+    beta: Annotated[float, typer.Option(help="β of F_β.")] = 4.0,
+    retry_failed: Annotated[
+        bool, typer.Option(help="Rerun queries whose every rollout failed.")
+    ] = False,
+    as_json: JsonOpt = False,
+) -> None:
+    """Run a task set (resumable, concurrent); write per-query JSONL, summary, plots, HTML."""
+    from sleuth.eval import run_eval
+    from sleuth.io import check_folder_target
+    from sleuth.tasks import load_tasks
+
+    _at_least(limit, 0, "--limit")
+    _at_least(max_reply_tokens, 1, "--max-reply-tokens")
+    _at_least(budget, 1, "--budget")
+    _at_least(max_turns, 1, "--max-turns")
+    check_folder_target(out, "--out")
+    task_list = load_tasks(tasks)[:limit]
+    config = _harness_config(budget, max_turns, max_reply_tokens)
+    built = chosen_policy(
+        policy, model, base_url, fmt, api_key, adapter, engine=engine, ranker=ranker
+    )
+    summary = run_eval(
+        task_list,
+        built,
+        common.open_toolbox(index),
+        out,
+        concurrency=concurrency,
+        rollouts=rollouts,
+        fuse=fuse,
+        harness_config=config,
+        beta=beta,
+        retry_failed=retry_failed,
+    )
+    if as_json:
+        print(json.dumps(summary))
+    else:
+        print((Path(out) / "summary.md").read_text())
+        console.print(f"report: {Path(out) / 'report.html'}")

@@ -1,0 +1,236 @@
+"""``sleuth train ranker|sft|rl``."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+import sleuth.cli.common as common
+from sleuth.cli.common import IndexOpt, JsonOpt, cli_errors, console, progress_bar, train_app
+from sleuth.errors import InputError
+
+StudentOpt = Annotated[
+    str | None, typer.Option("--model", help="Student: HF folder or .gguf (default SmolLM2).")
+]
+DeviceOpt = Annotated[str, typer.Option(help="cpu | cuda | cuda:N")]
+
+
+def _student(
+    model: str | None, adapter: str | None, device: str, full: bool, lora_r: int, lora_alpha: int
+):
+    from sleuth.train.model import StudentConfig
+
+    if not re.fullmatch(r"cpu|mps|cuda(:\d+)?", device):
+        raise InputError(f"unknown --device {device!r}; use cpu, mps, cuda or cuda:N")
+    if model is None:
+        from sleuth.policies.local_hf import smollm2_gguf_path
+
+        model = str(smollm2_gguf_path())
+    dtype = "bfloat16" if device.startswith("cuda") else "float32"
+    return StudentConfig(
+        path=model,
+        adapter=adapter,
+        lora=not full,
+        lora_r=lora_r,
+        lora_alpha=lora_alpha,
+        device=device,
+        dtype=dtype,
+    )
+
+
+def _set_threads(threads: int | None) -> None:
+    """On a shared CPU, one torch thread per process is often fastest (see train/rl.py notes)."""
+    if threads:
+        import torch
+
+        torch.set_num_threads(threads)
+
+
+@train_app.command("ranker")
+@cli_errors
+def train_ranker_cmd(
+    index: IndexOpt,
+    tasks: Annotated[
+        list[Path], typer.Option(help="Task JSONL (repeatable): generated or benchmark tasks.")
+    ],
+    out: Annotated[Path, typer.Option(help="Where to write the ranker JSON.")],
+    regularization: Annotated[float, typer.Option(help="Inverse L2 strength C.")] = 1.0,
+    refit_passes: Annotated[
+        int, typer.Option(help="Agent passes that refit selection with the search head.")
+    ] = 1,
+    as_json: JsonOpt = False,
+) -> None:
+    """Fit the learned ranker (search rerank + document selection) on the agent's trajectories."""
+    from sleuth.index import Index
+    from sleuth.tasks import load_tasks
+    from sleuth.tools.toolbox import Toolbox
+    from sleuth.train.ranker import RankerTrainConfig, train_ranker
+
+    config = RankerTrainConfig(regularization=regularization, refit_passes=refit_passes)
+    loaded = [task for path in tasks for task in load_tasks(path)]
+    if len({t.id for t in loaded}) != len(loaded):
+        raise InputError("task ids must be unique across --tasks files")
+    toolbox = Toolbox(Index.open(index))
+    if out.is_dir():
+        raise InputError("--out is a folder; give a file path for the ranker JSON", source=str(out))
+    with progress_bar() as bar:
+        task = bar.add_task("trajectories", total=len(loaded))
+
+        def report(phase: str, done: int, total: int) -> None:
+            bar.update(task, description=phase, completed=done, total=total)
+
+        model = train_ranker([(toolbox, loaded)], config, progress=report)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    model.save(out)
+    if as_json:
+        print(json.dumps({"out": str(out), **model.trained_on}))
+    else:
+        console.print(f"ranker trained on {len(model.question_ids)} tasks → {out}")
+
+
+@train_app.command("sft")
+@cli_errors
+def train_sft(
+    index: IndexOpt,
+    tasks: Annotated[Path, typer.Option(help="Task JSONL.")],
+    out: Annotated[Path, typer.Option(help="Output folder (teacher runs, checkpoints, model).")],
+    model: StudentOpt = None,
+    teacher: Annotated[
+        str, typer.Option(help="Policy spec: heuristic | openai:MODEL@URL | local:PATH | ...")
+    ] = "heuristic",
+    rollouts_per_task: Annotated[int, typer.Option(help="Teacher rollouts per task.")] = 1,
+    epochs: Annotated[int, typer.Option(help="Passes over kept sequences.")] = 2,
+    lr: Annotated[float, typer.Option(help="Learning rate.")] = 1e-4,
+    batch_size: Annotated[int, typer.Option(help="Sequences per optimiser step.")] = 8,
+    max_seq_len: Annotated[int, typer.Option(help="Longest training sequence.")] = 4096,
+    full: Annotated[bool, typer.Option(help="Full fine-tune instead of LoRA.")] = False,
+    lora_r: Annotated[int, typer.Option(help="LoRA rank.")] = 32,
+    lora_alpha: Annotated[int, typer.Option(help="LoRA alpha.")] = 32,
+    device: DeviceOpt = "cpu",
+    budget: Annotated[
+        int, typer.Option(help="Token budget T of teacher runs (the student's context).")
+    ] = 8192,
+    max_turns: Annotated[int, typer.Option(help="Maximum turns of teacher runs.")] = 8,
+    limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    threads: Annotated[int | None, typer.Option(help="torch threads.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """Teacher trajectories through the harness, the report's filter, then LoRA/full fine-tuning."""
+    from sleuth.harness import BudgetConfig, HarnessConfig
+    from sleuth.tasks import load_tasks
+    from sleuth.train.sft import SFTConfig, build_teacher, run_sft
+
+    _set_threads(threads)
+    config = SFTConfig(
+        student=_student(model, None, device, full, lora_r, lora_alpha),
+        out_dir=str(out),
+        lr=lr,
+        epochs=epochs,
+        batch_size=batch_size,
+        max_seq_len=max_seq_len,
+        seed=seed,
+        rollouts_per_task=rollouts_per_task,
+        harness=HarnessConfig(
+            budget=BudgetConfig(total=budget, max_turns=max_turns), max_reply_tokens=512
+        ),
+    )
+    tools, make_teacher = build_teacher(teacher, common.open_toolbox(index))
+    report = run_sft(config, load_tasks(tasks)[:limit], tools, make_teacher)
+    print(report.model_dump_json(indent=None if as_json else 2))
+
+
+@train_app.command("rl")
+@cli_errors
+def train_rl(
+    index: IndexOpt,
+    tasks: Annotated[Path, typer.Option(help="Task JSONL.")],
+    out: Annotated[
+        Path, typer.Option(help="Output folder (metrics, checkpoints); rerun to resume.")
+    ],
+    model: StudentOpt = None,
+    adapter: Annotated[
+        str | None, typer.Option(help="Start from this LoRA adapter (the SFT output).")
+    ] = None,
+    preset: Annotated[
+        str, typer.Option(help="report (128×8, 4 substeps) | cpu-small (4×4)")
+    ] = "cpu-small",
+    queries_per_step: Annotated[int | None, typer.Option(help="Queries per step.")] = None,
+    rollouts: Annotated[int | None, typer.Option(help="Rollouts per query (G).")] = None,
+    substeps: Annotated[int | None, typer.Option(help="Gradient substeps per step.")] = None,
+    max_steps: Annotated[int | None, typer.Option(help="Stop after this many steps.")] = None,
+    lr: Annotated[float | None, typer.Option(help="Learning rate.")] = None,
+    w_min: Annotated[
+        float, typer.Option(help="CISPO lower bound on the IS weight (absolute).")
+    ] = 0.0,
+    w_max: Annotated[
+        float, typer.Option(help="CISPO upper bound on the IS weight (absolute).")
+    ] = 5.0,
+    aggregation: Annotated[
+        str, typer.Option(help="token_mean | token_sum | prompt_mean")
+    ] = "token_mean",
+    kl_coef: Annotated[float, typer.Option(help="KL to the reference (0: none).")] = 0.0,
+    device: DeviceOpt = "cpu",
+    vllm_url: Annotated[
+        str | None, typer.Option(help="Sample rollouts from a vLLM server at this URL.")
+    ] = None,
+    served_model: Annotated[str | None, typer.Option(help="Model name on the vLLM server.")] = None,
+    engine: Annotated[
+        str, typer.Option(help="In-process rollout sampler: transformers | ct2 (CTranslate2).")
+    ] = "transformers",
+    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    threads: Annotated[int | None, typer.Option(help="torch threads.")] = None,
+    as_json: JsonOpt = False,
+) -> None:
+    """CISPO: G rollouts per query, group-normalised advantages, K substeps; resumable."""
+    from sleuth.tasks import load_tasks
+    from sleuth.train.cispo import AGGREGATIONS
+    from sleuth.train.rl import RLConfig, run_rl
+
+    if aggregation not in AGGREGATIONS:
+        raise InputError(f"unknown --aggregation {aggregation!r}; use {', '.join(AGGREGATIONS)}")
+    _set_threads(threads)
+    student = _student(model, adapter, device, False, 32, 32)
+    overrides = {
+        k: v
+        for k, v in {
+            "queries_per_step": queries_per_step,
+            "rollouts_per_query": rollouts,
+            "substeps": substeps,
+            "max_steps": max_steps,
+            "lr": lr,
+        }.items()
+        if v is not None
+    }
+    overrides |= {
+        "w_min": w_min,
+        "w_max": w_max,
+        "aggregation": aggregation,
+        "kl_coef": kl_coef,
+        "seed": seed,
+        "rollout_engine": engine,
+    }
+    if preset == "cpu-small":
+        config = RLConfig.cpu_small(student.path, out_dir=str(out), student=student, **overrides)
+    elif preset == "report":
+        config = RLConfig(student=student, out_dir=str(out), **overrides)
+    else:
+        raise InputError(f"unknown --preset {preset!r}; use report or cpu-small")
+    make_engine = None
+    if vllm_url:
+        from sleuth.train.rollout import OpenAICompletionsEngine
+
+        if not served_model:
+            raise InputError("--vllm-url needs --served-model")
+
+        def make_engine(model, tokenizer):
+            return OpenAICompletionsEngine(
+                vllm_url, served_model, tokenizer, adapter_root=out / "adapters"
+            )
+
+    log = run_rl(config, load_tasks(tasks), common.open_toolbox(index), make_engine=make_engine)
+    print(json.dumps(log[-1] if log else {}, indent=None if as_json else 2, default=str))
