@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from sleuth.datagen.llm import (
+from sleuth.datagen.pipeline.llm import (
     CacheMissError,
     ChatLLM,
     LLMConfig,

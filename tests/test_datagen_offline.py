@@ -9,7 +9,16 @@ import pytest
 
 from sleuth.corpus.models import Document
 from sleuth.datagen import generate_offline, render_markdown
-from sleuth.datagen.masking import (
+from sleuth.datagen.evidence import QuoteEvidence, answer_in_text, verify_extraction
+from sleuth.datagen.offline.generator import (
+    OFFLINE_GENERATOR,
+    Corpus,
+    Draft,
+    Link,
+    OfflineConfig,
+    draft_bridge,
+)
+from sleuth.datagen.offline.masking import (
     DECADE,
     NUMBER,
     YEAR,
@@ -19,17 +28,8 @@ from sleuth.datagen.masking import (
     profile_document,
     split_sentences,
 )
-from sleuth.datagen.offline import (
-    OFFLINE_GENERATOR,
-    Corpus,
-    Draft,
-    Link,
-    OfflineConfig,
-    draft_bridge,
-)
 from sleuth.datagen.quality import StageTally, build_report
 from sleuth.datagen.quotes import quote_in_source
-from sleuth.datagen.verify import QuoteEvidence, answer_in_text, verify_extraction
 from sleuth.tasks import Task, load_tasks, read_benchmark
 
 SHARED_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data"

@@ -6,14 +6,14 @@ import pytest
 from hypothesis import assume, given
 from hypothesis import strategies as st
 
-from sleuth.datagen.quotes import normalize, quote_in_source
-from sleuth.datagen.verify import (
+from sleuth.datagen.evidence import (
     FailReason,
     QuoteEvidence,
     answer_in_text,
     reason_code,
     verify_extraction,
 )
+from sleuth.datagen.quotes import normalize, quote_in_source
 
 # Letters, digits, spaces, punctuation and the Unicode variants normalize() folds. Combining marks
 # and conjoining scripts are left out: a substring cut between a base and its mark is not a

@@ -16,12 +16,12 @@ import socket
 import pytest
 
 from sleuth.corpus.models import Document
-from sleuth.datagen.distract import rejection
-from sleuth.datagen.domains import get_domain
-from sleuth.datagen.explore import seed_records
-from sleuth.datagen.extract import verify
-from sleuth.datagen.llm import ChatLLM, LLMConfig
-from sleuth.datagen.records import (
+from sleuth.datagen.pipeline.distract import rejection
+from sleuth.datagen.pipeline.domains import get_domain
+from sleuth.datagen.pipeline.explore import seed_records
+from sleuth.datagen.pipeline.extract import verify
+from sleuth.datagen.pipeline.llm import ChatLLM, LLMConfig
+from sleuth.datagen.pipeline.records import (
     STAGES,
     Hop,
     RecordStore,
@@ -30,9 +30,9 @@ from sleuth.datagen.records import (
     SupportingDoc,
     TaskRecord,
 )
-from sleuth.datagen.runner import DatagenConfig, Pipeline, run_stage
-from sleuth.datagen.stages import run_named_stage, run_pipeline
-from sleuth.datagen.workspace import Session, Workspace
+from sleuth.datagen.pipeline.runner import DatagenConfig, Pipeline, run_stage
+from sleuth.datagen.pipeline.stages import run_named_stage, run_pipeline
+from sleuth.datagen.pipeline.workspace import Session, Workspace
 from sleuth.errors import InputError
 from sleuth.index import Index
 from sleuth.tasks import load_tasks

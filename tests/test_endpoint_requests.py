@@ -20,7 +20,7 @@ import pytest
 from typer.testing import CliRunner
 
 from sleuth.cli import DEFAULT_REPLY_TOKENS, app
-from sleuth.datagen.llm import ChatLLM, LLMConfig
+from sleuth.datagen.pipeline.llm import ChatLLM, LLMConfig
 from sleuth.harness import Harness
 from sleuth.policies import OpenAIChatPolicy, ScriptedPolicy, call, turn
 from sleuth.policies.http import ReplyTimeout

@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 import sleuth.harness
 from sleuth.cli import app
-from sleuth.datagen.llm import LLMConfig
+from sleuth.datagen.pipeline.llm import LLMConfig
 from sleuth.errors import ConfigError, InputError
 from sleuth.eval import run_eval
 from sleuth.harness import BudgetConfig, HarnessConfig, load_trajectory, run_query

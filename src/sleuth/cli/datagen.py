@@ -35,7 +35,7 @@ def datagen_offline(
     """The LLM-free generator: bridge/comparison tasks from the corpus's link structure, verified."""
     from sleuth.corpus.models import Document
     from sleuth.datagen.docs import DocStore
-    from sleuth.datagen.offline import generate_offline
+    from sleuth.datagen.offline.generator import generate_offline
     from sleuth.datagen.quality import render_markdown
     from sleuth.index import Index
     from sleuth.io import atomic_write_text, check_file_target
@@ -78,9 +78,9 @@ def _pipeline(
     workers: int,
     progress: bool,
 ):
-    from sleuth.datagen.llm import CacheMode, LLMConfig
-    from sleuth.datagen.runner import DatagenConfig
-    from sleuth.datagen.stages import open_pipeline
+    from sleuth.datagen.pipeline.llm import CacheMode, LLMConfig
+    from sleuth.datagen.pipeline.runner import DatagenConfig
+    from sleuth.datagen.pipeline.stages import open_pipeline
 
     llm = LLMConfig(
         model=model,
@@ -117,8 +117,8 @@ def _datagen_stage_command(stage: str):
         out: Annotated[Path | None, typer.Option(help="Task JSONL (run).")] = None,
         as_json: JsonOpt = False,
     ) -> None:
-        from sleuth.datagen.llm import CacheMissError, LLMError
-        from sleuth.datagen.stages import run_named_stage, run_pipeline
+        from sleuth.datagen.pipeline.llm import CacheMissError, LLMError
+        from sleuth.datagen.pipeline.stages import run_named_stage, run_pipeline
         from sleuth.io import check_file_target, check_folder_target, folder_lock
 
         check_folder_target(run_dir, "--run")

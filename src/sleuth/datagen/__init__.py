@@ -1,16 +1,16 @@
 """Synthetic task generation: strict quote matching, deterministic verification, the LLM-free
 offline generator and the quality report of a run."""
 
-from sleuth.datagen.offline import OFFLINE_GENERATOR, OfflineConfig, generate_offline
-from sleuth.datagen.quality import QualityReport, render_markdown
-from sleuth.datagen.quotes import normalize, quote_in_source
-from sleuth.datagen.verify import (
+from sleuth.datagen.evidence import (
     FailReason,
     QuoteEvidence,
     VerifyResult,
     answer_in_text,
     verify_extraction,
 )
+from sleuth.datagen.offline.generator import OFFLINE_GENERATOR, OfflineConfig, generate_offline
+from sleuth.datagen.quality import QualityReport, render_markdown
+from sleuth.datagen.quotes import normalize, quote_in_source
 
 __all__ = [
     "OFFLINE_GENERATOR",

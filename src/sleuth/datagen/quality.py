@@ -18,7 +18,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, Field, computed_field
 
-from sleuth.datagen.verify import answer_in_text, reason_code
+from sleuth.datagen.evidence import answer_in_text, reason_code
 from sleuth.tasks import Task
 
 K = TypeVar("K", int, str)

@@ -5,7 +5,7 @@ Candidates come from an agent that searches for look-alikes (optional) and from 
 
 1. it is a known document and not a supporting document of any hop;
 2. **the string check**: neither the answer nor any alias occurs in it
-   (:func:`~sleuth.datagen.verify.answer_in_text`), so an answer-bearing candidate is dropped
+   (:func:`~sleuth.datagen.evidence.answer_in_text`), so an answer-bearing candidate is dropped
    before any model sees it;
 3. optionally an LLM judge, for paraphrases and references the string check cannot see; any
    "yes" rejects (dropping a good distractor is cheap, keeping a bad one poisons the task).
@@ -17,13 +17,13 @@ from collections.abc import Sequence
 
 from pydantic import BaseModel, Field
 
-from sleuth.datagen.agent import Submission, run_agent
 from sleuth.datagen.docs import DocStore
-from sleuth.datagen.prompts import DISTRACT_SYSTEM, DISTRACT_USER, JUDGE_SYSTEM, JUDGE_USER
-from sleuth.datagen.records import Hop, Status, TaskRecord
-from sleuth.datagen.runner import Outcome, Pipeline
-from sleuth.datagen.structured import complete_json
-from sleuth.datagen.verify import answer_in_text
+from sleuth.datagen.evidence import answer_in_text
+from sleuth.datagen.pipeline.agent import Submission, run_agent
+from sleuth.datagen.pipeline.prompts import DISTRACT_SYSTEM, DISTRACT_USER, JUDGE_SYSTEM, JUDGE_USER
+from sleuth.datagen.pipeline.records import Hop, Status, TaskRecord
+from sleuth.datagen.pipeline.runner import Outcome, Pipeline
+from sleuth.datagen.pipeline.structured import complete_json
 
 JUDGE_CHARS = 12_000
 """Longest document text shown to the judge."""

@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from sleuth.datagen.agent import Submission, run_agent
-from sleuth.datagen.checks import check_answer_found, check_documents, check_wording
-from sleuth.datagen.prompts import EXPLORE_SYSTEM, EXPLORE_USER, OBFUSCATION_RULES
-from sleuth.datagen.records import Hop, Seed, Status, SupportingDoc, TaskRecord
-from sleuth.datagen.runner import Outcome, Pipeline
-from sleuth.datagen.workspace import Session
+from sleuth.datagen.pipeline.agent import Submission, run_agent
+from sleuth.datagen.pipeline.checks import check_answer_found, check_documents, check_wording
+from sleuth.datagen.pipeline.prompts import EXPLORE_SYSTEM, EXPLORE_USER, OBFUSCATION_RULES
+from sleuth.datagen.pipeline.records import Hop, Seed, Status, SupportingDoc, TaskRecord
+from sleuth.datagen.pipeline.runner import Outcome, Pipeline
+from sleuth.datagen.pipeline.workspace import Session
 
 SUBMIT = "submit_task"
 

@@ -11,10 +11,10 @@ from dataclasses import dataclass, field
 
 from rich.progress import Progress
 
-from sleuth.datagen.domains import Domain
-from sleuth.datagen.llm import LLM, CacheMissError
-from sleuth.datagen.records import RecordStore, Status, TaskRecord
-from sleuth.datagen.workspace import Session, Workspace
+from sleuth.datagen.pipeline.domains import Domain
+from sleuth.datagen.pipeline.llm import LLM, CacheMissError
+from sleuth.datagen.pipeline.records import RecordStore, Status, TaskRecord
+from sleuth.datagen.pipeline.workspace import Session, Workspace
 
 LLM_GENERATOR = "llm-pipeline"
 """``Task.generator`` of tasks made by these stages (the offline generator has its own)."""

@@ -10,8 +10,8 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from sleuth.datagen.verify import answer_in_text
-from sleuth.datagen.workspace import Session
+from sleuth.datagen.evidence import answer_in_text
+from sleuth.datagen.pipeline.workspace import Session
 
 _YEAR = re.compile(r"(?<![\d.,])(?:1[0-9]|20)\d{2}(?!\d)")
 MIN_TITLE_CHARS = 4

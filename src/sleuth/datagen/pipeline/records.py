@@ -23,7 +23,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field, ValidationError
 
-from sleuth.datagen.verify import QuoteEvidence
+from sleuth.datagen.evidence import QuoteEvidence
 from sleuth.errors import InputError
 from sleuth.io import atomic_write_text
 from sleuth.tasks import Task

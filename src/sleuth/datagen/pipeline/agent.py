@@ -16,7 +16,7 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from sleuth.datagen.llm import LLM, ChatResult, Message, ToolCallRequest
+from sleuth.datagen.pipeline.llm import LLM, ChatResult, Message, ToolCallRequest
 
 MAX_TOOL_CHARS = 12_000
 """Longest tool result shown to the agent; the index tools already pack to a token budget."""

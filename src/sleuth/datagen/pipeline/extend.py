@@ -14,17 +14,17 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from sleuth.datagen.agent import Submission, run_agent
-from sleuth.datagen.checks import check_answer_found, check_documents, check_wording
-from sleuth.datagen.distract import mine_distractors
-from sleuth.datagen.explore import SupportItem
-from sleuth.datagen.extract import verify_hop
-from sleuth.datagen.prompts import EXTEND_SYSTEM, EXTEND_USER, OBFUSCATION_RULES
+from sleuth.datagen.evidence import answer_in_text
+from sleuth.datagen.pipeline.agent import Submission, run_agent
+from sleuth.datagen.pipeline.checks import check_answer_found, check_documents, check_wording
+from sleuth.datagen.pipeline.distract import mine_distractors
+from sleuth.datagen.pipeline.explore import SupportItem
+from sleuth.datagen.pipeline.extract import verify_hop
+from sleuth.datagen.pipeline.prompts import EXTEND_SYSTEM, EXTEND_USER, OBFUSCATION_RULES
+from sleuth.datagen.pipeline.records import Bridge, Hop, Status, SupportingDoc, TaskRecord
+from sleuth.datagen.pipeline.runner import LLM_GENERATOR, Outcome, Pipeline
+from sleuth.datagen.pipeline.workspace import Session
 from sleuth.datagen.quotes import normalize
-from sleuth.datagen.records import Bridge, Hop, Status, SupportingDoc, TaskRecord
-from sleuth.datagen.runner import LLM_GENERATOR, Outcome, Pipeline
-from sleuth.datagen.verify import answer_in_text
-from sleuth.datagen.workspace import Session
 from sleuth.tasks import Task
 
 EARLIER_CHARS = 1500

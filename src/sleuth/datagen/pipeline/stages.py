@@ -19,17 +19,23 @@ from pathlib import Path
 
 from pydantic import BaseModel
 
-from sleuth.datagen.distract import distract
-from sleuth.datagen.domains import get_domain
-from sleuth.datagen.expand import expand
-from sleuth.datagen.explore import explore, seed_records
-from sleuth.datagen.extend import extend
-from sleuth.datagen.extract import verify
-from sleuth.datagen.llm import ChatLLM, LLMConfig
+from sleuth.datagen.pipeline.distract import distract
+from sleuth.datagen.pipeline.domains import get_domain
+from sleuth.datagen.pipeline.expand import expand
+from sleuth.datagen.pipeline.explore import explore, seed_records
+from sleuth.datagen.pipeline.extend import extend
+from sleuth.datagen.pipeline.extract import verify
+from sleuth.datagen.pipeline.llm import ChatLLM, LLMConfig
+from sleuth.datagen.pipeline.records import STAGES, RecordStore, Status
+from sleuth.datagen.pipeline.runner import (
+    LLM_GENERATOR,
+    DatagenConfig,
+    Pipeline,
+    Process,
+    run_stage,
+)
+from sleuth.datagen.pipeline.workspace import Workspace
 from sleuth.datagen.quality import QualityReport, StageTally, build_report, render_markdown
-from sleuth.datagen.records import STAGES, RecordStore, Status
-from sleuth.datagen.runner import LLM_GENERATOR, DatagenConfig, Pipeline, Process, run_stage
-from sleuth.datagen.workspace import Workspace
 from sleuth.errors import InputError
 from sleuth.index import Index
 from sleuth.io import atomic_write_text

@@ -7,7 +7,7 @@ from typing import TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from sleuth.datagen.llm import LLM, Message
+from sleuth.datagen.pipeline.llm import LLM, Message
 
 T = TypeVar("T", bound=BaseModel)
 

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sleuth.corpus.models import doc_id_of
-from sleuth.datagen.agent import AgentTool, string_params
 from sleuth.datagen.docs import DocStore
+from sleuth.datagen.pipeline.agent import AgentTool, string_params
 from sleuth.index import Index
 from sleuth.tools.rrf import rrf
 from sleuth.tools.spec import GREP, READ, SEARCH

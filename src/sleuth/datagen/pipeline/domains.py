@@ -19,9 +19,9 @@ import random
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from sleuth.datagen.agent import AgentTool, string_params
 from sleuth.datagen.docs import DocStore
-from sleuth.datagen.workspace import Session
+from sleuth.datagen.pipeline.agent import AgentTool, string_params
+from sleuth.datagen.pipeline.workspace import Session
 from sleuth.errors import InputError
 
 WEB_TRUTH_TYPES = (

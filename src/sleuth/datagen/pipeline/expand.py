@@ -23,10 +23,10 @@ import re
 from pydantic import BaseModel
 
 from sleuth.corpus.models import doc_id_of
+from sleuth.datagen.pipeline.records import Status, TaskRecord
+from sleuth.datagen.pipeline.runner import Outcome, Pipeline
+from sleuth.datagen.pipeline.structured import complete_json
 from sleuth.datagen.quotes import normalize, quote_in_source
-from sleuth.datagen.records import Status, TaskRecord
-from sleuth.datagen.runner import Outcome, Pipeline
-from sleuth.datagen.structured import complete_json
 from sleuth.index.lexical import ChunkRow
 
 NEAR_DUPLICATE_OVERLAP = 0.6

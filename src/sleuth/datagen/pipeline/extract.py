@@ -1,7 +1,7 @@
 """Stage 2, verify: the LLM extracts quotes per supporting document; string checks decide.
 
 For each supporting document the model returns (as JSON) verbatim quotes and the clues each one
-supports. It is trusted for nothing: :func:`~sleuth.datagen.verify.verify_extraction` fails the
+supports. It is trusted for nothing: :func:`~sleuth.datagen.evidence.verify_extraction` fails the
 hop on an empty quote list, a quote not found in its document, a clue no quote supports, or an
 answer that no supporting document contains (or that the clues give away), and every reason is
 kept in the record's status. A document whose quotes fail the string check is asked again with a
@@ -12,13 +12,13 @@ from __future__ import annotations
 
 from pydantic import BaseModel, Field
 
-from sleuth.datagen.llm import Message
-from sleuth.datagen.prompts import EXTRACT_SYSTEM, EXTRACT_USER
+from sleuth.datagen.evidence import QuoteEvidence, VerifyResult, verify_extraction
+from sleuth.datagen.pipeline.llm import Message
+from sleuth.datagen.pipeline.prompts import EXTRACT_SYSTEM, EXTRACT_USER
+from sleuth.datagen.pipeline.records import Hop, Status, TaskRecord
+from sleuth.datagen.pipeline.runner import Outcome, Pipeline
+from sleuth.datagen.pipeline.structured import complete_json
 from sleuth.datagen.quotes import quote_in_source
-from sleuth.datagen.records import Hop, Status, TaskRecord
-from sleuth.datagen.runner import Outcome, Pipeline
-from sleuth.datagen.structured import complete_json
-from sleuth.datagen.verify import QuoteEvidence, VerifyResult, verify_extraction
 
 MAX_DOC_CHARS = 40_000
 """Longest document text sent for extraction. A longer document (an SEC filing) is sent as its

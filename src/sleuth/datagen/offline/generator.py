@@ -11,7 +11,7 @@ sentence of A names B's title. From that link structure it builds three template
 * ``comparison`` (2 hops): two people (or two works) whose first sentences give a birth (or
   release) year, both masked; the answer is the title of the earlier one.
 
-Every draft goes through :func:`~sleuth.datagen.verify.verify_extraction` with its verbatim
+Every draft goes through :func:`~sleuth.datagen.evidence.verify_extraction` with its verbatim
 sentences as the quotes, so a task ships only if each clue is backed by a quote found in a gold
 document, the answer is in a gold document, and neither clues nor query contain the answer.
 Distractors are BM25 neighbours of the clues that do not contain the answer or an alias. Each task
@@ -35,7 +35,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sleuth.corpus.models import Document
-from sleuth.datagen.masking import (
+from sleuth.datagen.evidence import QuoteEvidence, answer_pattern, verify_extraction
+from sleuth.datagen.offline.masking import (
     PLACEHOLDER,
     Entity,
     ascii_fold,
@@ -49,7 +50,6 @@ from sleuth.datagen.masking import (
 )
 from sleuth.datagen.quality import QualityReport, StageTally, build_report
 from sleuth.datagen.quotes import normalize
-from sleuth.datagen.verify import QuoteEvidence, answer_pattern, verify_extraction
 from sleuth.errors import ConfigError
 from sleuth.tasks import Task
 
@@ -76,7 +76,7 @@ class OfflineConfig:
     distractor_depth: int = 30
     """BM25 hits of the clues examined when mining distractors."""
     min_clue_words: int = 5
-    """Searchable words (see :func:`~sleuth.datagen.masking.content_words`) a clue must keep
+    """Searchable words (see :func:`~sleuth.datagen.offline.masking.content_words`) a clue must keep
     after masking; fewer in a small corpus (see :func:`min_clue_words`)."""
     min_rare_words: int = 2
     """Of those, how many must be rare in the corpus, so the clue singles out one entity
