@@ -38,6 +38,8 @@ from sleuth.corpus import doc_id_of
 from sleuth.harness.summary import RunSummary
 from sleuth.tasks.schema import Task
 
+BETA = 4.0  # report §5: β of F_β (annealed towards 2 across RL epochs by training)
+
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _YES_NO = {"yes", "no"}
 RECALL_KS = (2, 5, 10)  # the cut-offs of the Recall@k columns
@@ -163,7 +165,7 @@ def _fact_metrics(summary: RunSummary, task: Task, final: list[str], beta: float
     }
 
 
-def compute_metrics(summary: RunSummary, task: Task, beta: float = 4.0) -> Metrics:
+def compute_metrics(summary: RunSummary, task: Task, beta: float = BETA) -> Metrics:
     """All SPEC §7 metrics of one trajectory against its task."""
     final = final_doc_list(summary.final_doc_ids)
     gold = set(task.gold_doc_ids)

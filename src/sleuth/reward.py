@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from sleuth.harness.summary import RunSummary
-from sleuth.metrics import compute_metrics
+from sleuth.metrics import BETA, compute_metrics
 from sleuth.tasks.schema import Task
 from sleuth.tools.spec import PRUNE
 
@@ -45,7 +45,7 @@ class RewardConfig(BaseModel):
 
     model_config = ConfigDict(frozen=True)
 
-    beta: float = Field(default=4.0, gt=0)
+    beta: float = Field(default=BETA, gt=0)
     w_f: float = Field(default=0.7, ge=0)
     w_traj: float = Field(default=0.3, ge=0)
     answer_bonus: float = Field(default=1.0, ge=0)

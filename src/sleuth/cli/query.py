@@ -30,6 +30,8 @@ from sleuth.cli.common import (
     console,
 )
 from sleuth.errors import InputError
+from sleuth.harness.budget import BUDGET_TOKENS, MAX_TURNS
+from sleuth.metrics import BETA
 
 
 @app.command()
@@ -45,8 +47,8 @@ def run(
     adapter: AdapterOpt = None,
     engine: EngineOpt = "auto",
     ranker: RankerOpt = None,
-    budget: Annotated[int, typer.Option(help="Token budget T.")] = 32768,
-    max_turns: Annotated[int, typer.Option(help="Maximum turns.")] = 128,
+    budget: Annotated[int, typer.Option(help="Token budget T.")] = BUDGET_TOKENS,
+    max_turns: Annotated[int, typer.Option(help="Maximum turns.")] = MAX_TURNS,
     max_reply_tokens: ReplyTokensOpt = DEFAULT_REPLY_TOKENS,
     trajectory: Annotated[
         Path | None, typer.Option(help="Write the trajectory JSONL here.")
@@ -98,7 +100,7 @@ def run(
 def score(
     task: Annotated[Path, typer.Option(help="Task JSONL (one task, or pick with --task-id).")],
     trajectory: Annotated[Path, typer.Option(help="Trajectory JSONL written by the harness.")],
-    beta: Annotated[float, typer.Option(help="β of F_β.")] = 4.0,
+    beta: Annotated[float, typer.Option(help="β of F_β.")] = BETA,
     task_id: Annotated[
         str | None, typer.Option(help="Task id when the file holds several.")
     ] = None,
@@ -137,11 +139,11 @@ def eval_cmd(
     rollouts: Annotated[int, typer.Option(help="Rollouts per query, fused (the report's 4x).")] = 1,
     fuse: Annotated[str, typer.Option(help="Fusion of rollouts.")] = "rrf",
     concurrency: Annotated[int, typer.Option(help="Queries run at once.")] = 4,
-    budget: Annotated[int, typer.Option(help="Token budget T.")] = 32768,
-    max_turns: Annotated[int, typer.Option(help="Maximum turns.")] = 128,
+    budget: Annotated[int, typer.Option(help="Token budget T.")] = BUDGET_TOKENS,
+    max_turns: Annotated[int, typer.Option(help="Maximum turns.")] = MAX_TURNS,
     max_reply_tokens: ReplyTokensOpt = DEFAULT_REPLY_TOKENS,
     limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
-    beta: Annotated[float, typer.Option(help="β of F_β.")] = 4.0,
+    beta: Annotated[float, typer.Option(help="β of F_β.")] = BETA,
     retry_failed: Annotated[
         bool, typer.Option(help="Rerun queries whose every rollout failed.")
     ] = False,

@@ -5,10 +5,11 @@ from sleuth.eval.baselines import POLICY_NAMES, RetrieverToolbox, one_retriever
 from sleuth.eval.fusion import fuse_rankings, fuse_summaries, score_rollouts
 from sleuth.eval.heuristic import HeuristicAgent
 from sleuth.eval.report import write_report
-from sleuth.eval.runner import load_results, run_eval, run_eval_on_index
+from sleuth.eval.runner import EvalConfig, load_results, run_eval, run_eval_on_index
 from sleuth.eval.score import score_files, score_summary, score_trajectory
 
 __all__ = [
+    "EvalConfig",
     "POLICY_NAMES",
     "HeuristicAgent",
     "RetrieverToolbox",

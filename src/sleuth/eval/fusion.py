@@ -18,7 +18,7 @@ from typing import Any
 
 from sleuth.eval.score import score_summary
 from sleuth.harness.summary import RunSummary
-from sleuth.metrics import final_doc_list
+from sleuth.metrics import BETA, final_doc_list
 from sleuth.tasks.schema import Task
 from sleuth.tools.rrf import rrf
 
@@ -69,7 +69,7 @@ def fuse_summaries(summaries_R: Sequence[RunSummary], k: int = RRF_K) -> RunSumm
 
 
 def score_rollouts(
-    task: Task, summaries_R: Sequence[RunSummary], beta: float = 4.0, k: int = RRF_K
+    task: Task, summaries_R: Sequence[RunSummary], beta: float = BETA, k: int = RRF_K
 ) -> dict[str, Any]:
     """``{"metrics", "reward", "final_docs"}`` of one query over its rollouts (see module doc)."""
     scored_R = [score_summary(task, s, beta) for s in summaries_R]

@@ -24,14 +24,14 @@ import math
 import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
 
-from sleuth.errors import InputError
+from sleuth.errors import ConfigError, InputError
 from sleuth.eval.aggregate import summarize
 from sleuth.eval.fusion import FUSERS, RRF_K, score_rollouts
 from sleuth.eval.records import (
@@ -53,6 +53,7 @@ from sleuth.io import (
     check_folder_target,
     folder_lock,
 )
+from sleuth.metrics import BETA
 from sleuth.policies.spec import BuiltPolicy, PolicyFactory, build_policy
 from sleuth.tasks.schema import Task, load_tasks
 from sleuth.tools.base import Tools
@@ -77,22 +78,55 @@ class _Job:
     rrf_k: int
 
 
+@dataclass(frozen=True)
+class EvalConfig:
+    """How :func:`run_eval` runs a task set; checked when built (a :class:`ConfigError` names
+    the setting to fix)."""
+
+    concurrency: int = 4
+    """Queries run at the same time (rollouts of one query run in turn)."""
+    rollouts: int = 1
+    """Runs per query; above 1 their final lists are fused (``fuse``)."""
+    fuse: str = "rrf"
+    """The fusion of rollouts; only ``rrf`` (k = ``rrf_k``)."""
+    trajectories_dir: str | Path | None = None
+    """Where trajectory files go (default ``out_dir/trajectories``)."""
+    harness_config: HarnessConfig | None = None
+    """Budget and loop settings for every run (a spec's policy adds what it needs, e.g. a
+    trained adapter's settings)."""
+    beta: float = BETA
+    """β of F_β in the metrics and the reward."""
+    rrf_k: int = RRF_K
+    """RRF constant of the rollout fusion."""
+    retry_failed: bool = False
+    """Run again the queries whose every rollout failed."""
+    progress: bool = True
+    """Show a progress bar."""
+    label: str | None = None
+    """The policy's name in ``run.json`` and the reports (default: the spec, else the factory's
+    ``__name__``); a resumed run must keep it."""
+
+    def __post_init__(self) -> None:
+        # checked before ``run.json`` is written: a stored NaN β would never match on resume
+        if not (math.isfinite(self.beta) and self.beta > 0):
+            raise ConfigError(f"beta ({self.beta}) must be a positive number")
+        if self.rrf_k < 1:
+            raise ConfigError(f"rrf_k ({self.rrf_k}) must be at least 1")
+        if self.concurrency < 1:
+            raise ConfigError(f"concurrency ({self.concurrency}) must be at least 1")
+        if self.rollouts < 1:
+            raise ConfigError(f"rollouts ({self.rollouts}) must be at least 1")
+        if self.fuse not in FUSERS:
+            raise ConfigError(f"unknown fusion {self.fuse!r}; choose one of {', '.join(FUSERS)}")
+
+
 def run_eval(
     tasks: Sequence[Task],
     policy: str | BuiltPolicy | PolicyFactory,
     tools: Tools,
     out_dir: str | Path,
-    *,
-    concurrency: int = 4,
-    rollouts: int = 1,
-    fuse: str = "rrf",
-    trajectories_dir: str | Path | None = None,
-    harness_config: HarnessConfig | None = None,
-    beta: float = 4.0,
-    rrf_k: int = RRF_K,
-    retry_failed: bool = False,
-    progress: bool = True,
-    label: str | None = None,
+    config: EvalConfig | None = None,
+    **options: Any,
 ) -> dict[str, Any]:
     """Evaluate ``policy`` on ``tasks``; returns the summary (also written to ``summary.json``).
 
@@ -103,53 +137,50 @@ def run_eval(
             (called once per rollout with the rollout's index).
         tools: the retrieval tools (a ``Toolbox``; ``bm25``/``dense`` wrap it).
         out_dir: where results, trajectories and reports go; rerun with it to resume.
-        concurrency: queries run at the same time (rollouts of one query run in turn).
-        rollouts: runs per query; above 1 their final lists are fused (``fuse``).
-        fuse: the fusion of rollouts; only ``rrf`` (k = ``rrf_k``).
-        trajectories_dir: where trajectory files go (default ``out_dir/trajectories``).
-        harness_config: budget and loop settings for every run (a spec's policy adds what it
-            needs, e.g. a trained adapter's settings).
-        beta: β of F_β in the metrics and the reward.
-        retry_failed: run again the queries whose every rollout failed.
-        progress: show a progress bar.
-        label: the policy's name in ``run.json`` and the reports (default: ``policy`` if a
-            name, else the factory's ``__name__``); a resumed run must keep it.
+        config: the settings (:class:`EvalConfig`).
+        **options: :class:`EvalConfig` fields, overriding ``config``'s
+            (``run_eval(..., concurrency=2, progress=False)``).
 
     Raises:
-        InputError: bad settings, or ``out_dir`` holds a run with other settings.
+        InputError: bad settings (``ConfigError``), or ``out_dir`` holds a run with other settings.
         BusyError: another process is writing ``out_dir``.
     """
-    _check_settings(tasks, concurrency, rollouts, fuse, beta, rrf_k)
+    cfg = replace(config or EvalConfig(), **options) if options else (config or EvalConfig())
+    ids = [t.id for t in tasks]
+    if len(set(ids)) != len(ids):
+        raise InputError("task ids must be unique")
     out = Path(out_dir)
     check_folder_target(out, "--out")
     built = build_policy(policy) if isinstance(policy, str) else policy
+    label = cfg.label
     if label is None:
         label = (
             built.label if isinstance(built, BuiltPolicy) else getattr(policy, "__name__", "custom")
         )
-    run = {"schema_version": RECORD_SCHEMA_VERSION, "policy": label, "rollouts": rollouts}
-    run |= {"fuse": fuse if rollouts > 1 else None, "rrf_k": rrf_k, "beta": beta}
+    run = {"schema_version": RECORD_SCHEMA_VERSION, "policy": label, "rollouts": cfg.rollouts}
+    run |= {"fuse": cfg.fuse if cfg.rollouts > 1 else None, "rrf_k": cfg.rrf_k, "beta": cfg.beta}
     run = checked(RunInfo, run, str(out / RUN_INFO))
     if isinstance(built, BuiltPolicy):
         tools, make_policy = built.for_tools(tools)
-        harness = built.harness(harness_config)
+        harness = built.harness(cfg.harness_config)
     else:
-        make_policy, harness = built, harness_config or HarnessConfig()
+        make_policy, harness = built, cfg.harness_config or HarnessConfig()
+    trajectories = Path(cfg.trajectories_dir) if cfg.trajectories_dir else out / "trajectories"
     job = _Job(
         make_policy=make_policy,
         tools=tools,
         harness=harness,
         out_dir=out,
-        trajectories_dir=Path(trajectories_dir) if trajectories_dir else out / "trajectories",
-        rollouts=rollouts,
-        beta=beta,
-        rrf_k=rrf_k,
+        trajectories_dir=trajectories,
+        rollouts=cfg.rollouts,
+        beta=cfg.beta,
+        rrf_k=cfg.rrf_k,
     )
     with folder_lock(out, "this eval run"):  # a second eval into it would mix the records
         _claim(out, run)
         finished = load_results(out / RESULTS)
-        todo = [t for t in tasks if _needs_run(finished.get(t.id), retry_failed)]
-        _run_all(job, todo, finished, concurrency, progress, total=len(tasks))
+        todo = [t for t in tasks if _needs_run(finished.get(t.id), cfg.retry_failed)]
+        _run_all(job, todo, finished, cfg.concurrency, cfg.progress, total=len(tasks))
         records = [finished[t.id] for t in tasks if t.id in finished]
         summary = checked(EvalSummary, summarize(records, run), str(out / SUMMARY))
         atomic_write_text(out / SUMMARY, json.dumps(summary, indent=2))
@@ -234,25 +265,6 @@ def _run_all(
                 bar.advance(task_bar)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
-
-
-def _check_settings(
-    tasks: Sequence[Task], concurrency: int, rollouts: int, fuse: str, beta: float, rrf_k: int
-) -> None:
-    """Checked before ``run.json`` is written: a stored NaN β would never match on resume."""
-    if not (math.isfinite(beta) and beta > 0):
-        raise InputError(f"beta ({beta}) must be a positive number")
-    if rrf_k < 1:
-        raise InputError(f"rrf_k ({rrf_k}) must be at least 1")
-    if concurrency < 1:
-        raise InputError(f"concurrency ({concurrency}) must be at least 1")
-    if rollouts < 1:
-        raise InputError(f"rollouts ({rollouts}) must be at least 1")
-    if fuse not in FUSERS:
-        raise InputError(f"unknown fusion {fuse!r}; choose one of {', '.join(FUSERS)}")
-    ids = [t.id for t in tasks]
-    if len(set(ids)) != len(ids):
-        raise InputError("task ids must be unique")
 
 
 def _claim(out: Path, run: dict[str, Any]) -> None:

@@ -12,19 +12,19 @@ from typing import Any
 from sleuth.errors import InputError
 from sleuth.harness.summary import RunSummary
 from sleuth.harness.trajectory import load_trajectory
-from sleuth.metrics import compute_metrics
+from sleuth.metrics import BETA, compute_metrics
 from sleuth.reward import RewardConfig, compute_reward
 from sleuth.tasks.schema import Task, load_tasks
 
 
-def score_summary(task: Task, summary: RunSummary, beta: float = 4.0) -> dict[str, Any]:
+def score_summary(task: Task, summary: RunSummary, beta: float = BETA) -> dict[str, Any]:
     """Every metric and every reward term of one run, as ``{"metrics": ..., "reward": ...}``."""
     metrics = compute_metrics(summary, task, beta=beta)
     reward = compute_reward(summary, task, RewardConfig(beta=beta))
     return {"metrics": metrics.model_dump(), "reward": reward.model_dump()}
 
 
-def score_trajectory(task: Task, trajectory_path: str | Path, beta: float = 4.0) -> dict[str, Any]:
+def score_trajectory(task: Task, trajectory_path: str | Path, beta: float = BETA) -> dict[str, Any]:
     """Score a trajectory JSONL file (a run cut off mid-way scores what it wrote).
 
     Example::
@@ -37,7 +37,7 @@ def score_trajectory(task: Task, trajectory_path: str | Path, beta: float = 4.0)
 def score_files(
     task_file: str | Path,
     trajectory_path: str | Path,
-    beta: float = 4.0,
+    beta: float = BETA,
     task_id: str | None = None,
 ) -> dict[str, Any]:
     """``sleuth score``: pick the trajectory's task from a task file, then score it.

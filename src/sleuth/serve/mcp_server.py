@@ -49,6 +49,7 @@ try:
 except ImportError as _exc:  # the `serve` extra is not installed
     raise missing_extra("serve", _exc) from _exc
 from sleuth.harness.act import ToolJob, call_tool, failure_text
+from sleuth.harness.budget import BUDGET_TOKENS
 from sleuth.harness.loop import HarnessConfig
 from sleuth.harness.run import RunResult, run_query
 from sleuth.index import Index
@@ -454,7 +455,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=os.environ.get("OPENAI_API_KEY", "EMPTY"),
         help="Key for --base-url (default $OPENAI_API_KEY, else EMPTY).",
     )
-    p.add_argument("--budget", type=int, help="Token budget T of the subagent (default 32768).")
+    p.add_argument(
+        "--budget", type=int, help=f"Token budget T of the subagent (default {BUDGET_TOKENS})."
+    )
     p.add_argument("--reranker", help="none | cross-encoder:PATH | endpoint:MODEL@URL")
     p.add_argument("--trajectory-dir", type=Path, help="Where search writes trajectories.")
     p.add_argument(
