@@ -48,3 +48,12 @@ def test_report_constants_are_defined_once():
         for m in re.finditer(r"= (32_?768|4\.0)\b", p.read_text())
     ]
     assert not retyped
+
+
+def test_tool_config_is_frozen_and_checked():
+    from sleuth.tools.toolbox import ToolConfig
+
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        ToolConfig().search_max_chunks = 3  # type: ignore[misc]
+    with pytest.raises(ConfigError, match="search_max_chunks"):
+        ToolConfig(search_max_chunks=0)

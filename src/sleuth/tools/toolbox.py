@@ -17,11 +17,12 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 
 import numpy as np
 
 from sleuth.corpus.models import doc_id_of
+from sleuth.errors import ConfigError
 from sleuth.index import Index
 from sleuth.index.lexical import ChunkRow
 from sleuth.index.store import native_hybrid_search
@@ -35,20 +36,40 @@ from sleuth.tools.spec import GREP, READ, SEARCH
 from sleuth.tools.types import ChunkHit, ToolResult, render_chunk
 
 
-@dataclass
+@dataclass(frozen=True)
 class ToolConfig:
-    """Retrieval settings; defaults follow the Context-1 report."""
+    """Retrieval settings; defaults follow the Context-1 report. Checked when built: a
+    :class:`ConfigError` names the setting to fix."""
 
-    bm25_k: int = 25  # lexical candidates
-    dense_k: int = 25  # dense candidates
-    rrf_k: int = 60  # RRF smoothing constant
-    candidates: int = 50  # fused candidates passed to the reranker
-    search_max_tokens: int = 4096  # per-call output budget of search_corpus
+    bm25_k: int = 25
+    """Lexical (BM25) candidates per search."""
+    dense_k: int = 25
+    """Dense candidates per search."""
+    rrf_k: int = 60
+    """RRF smoothing constant."""
+    candidates: int = 50
+    """Fused candidates passed to the ranker / reranker."""
+    search_max_tokens: int = 4096
+    """Output budget of one search_corpus call, in tokens."""
     search_max_chunks: int = 10
+    """Chunks one search_corpus call returns at most."""
     grep_max_chunks: int = 5
-    grep_timeout_s: float = 0.5  # wall-clock limit for one grep over the corpus
-    grep_chunk_timeout_s: float = 0.05  # one chunk taking longer is a runaway pattern
+    """Chunks one grep_corpus call returns at most."""
+    grep_timeout_s: float = 0.5
+    """Wall-clock limit for one grep over the corpus."""
+    grep_chunk_timeout_s: float = 0.05
+    """One chunk taking longer than this is a runaway pattern."""
     read_max_tokens: int = 4096
+    """Output budget of one read_document call, in tokens."""
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not value > 0:
+                raise ConfigError(
+                    f"ToolConfig.{f.name} must be positive, got {value!r}; leave it out for the "
+                    f"default ({f.default})"
+                )
 
 
 def _hit(row: ChunkRow, score: float | None) -> ChunkHit:
