@@ -15,17 +15,14 @@ from dataclasses import dataclass
 from html import escape
 from typing import Any
 
+from sleuth.corpus.models import doc_id_of
+from sleuth.tools.types import ChunkHit
+
 _QUERY = re.compile(r"<query>(.*)</query>", re.DOTALL)
-_CHUNK_HEADER = re.compile(r"^# DOCUMENT ID: (\S+) \(\d+ tokens\)\n", re.MULTILINE)
+_CHUNK_HEADER = re.compile(r"^# DOCUMENT ID: (\S+) \((\d+) tokens\)\n", re.MULTILINE)
 # What the harness appends after the last chunk of an observation: usage line, budget notice.
 _USAGE = re.compile(r"\[Token usage: (\d+)/(\d+)\]")
 _TRAILER = re.compile(r"\n\n(?:\[Token usage: |Your context is past )")
-
-
-@dataclass(frozen=True)
-class ShownChunk:
-    id: str
-    text: str
 
 
 @dataclass(frozen=True)
@@ -34,7 +31,7 @@ class ToolReply:
 
     tool: str
     arguments: dict[str, Any]
-    chunks: list[ShownChunk]
+    chunks: list[ChunkHit]  # as the policy was shown them (no score)
     turn: int = 0  # the policy turn (0-based) that made the call
 
 
@@ -73,7 +70,7 @@ def token_usage(messages: list[dict[str, Any]]) -> tuple[int, int] | None:
     return None
 
 
-def parse_chunks(text: str) -> list[ShownChunk]:
+def parse_chunks(text: str) -> list[ChunkHit]:
     """The chunk blocks of one rendered tool result, in order."""
     headers = list(_CHUNK_HEADER.finditer(text))
     chunks = []
@@ -82,7 +79,10 @@ def parse_chunks(text: str) -> list[ShownChunk]:
         body = text[header.end() : end]
         trailer = _TRAILER.search(body)
         body = body[: trailer.start()] if trailer else body
-        chunks.append(ShownChunk(header.group(1), body.strip()))
+        chunk_id, tokens = header.group(1), int(header.group(2))
+        chunks.append(
+            ChunkHit(id=chunk_id, doc_id=doc_id_of(chunk_id), text=body.strip(), tokens=tokens)
+        )
     return chunks
 
 
