@@ -485,6 +485,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--threads", type=int, default=2, help="torch threads (CPU)")
     parser.add_argument("--stop-after", choices=["sft", "rl"], default=None)
+    parser.add_argument(
+        "--report-now",
+        action="store_true",
+        help="report RL as far as it got (its latest checkpoint) without training further",
+    )
     args = parser.parse_args()
     import torch
 
@@ -556,14 +561,22 @@ def main() -> None:
     curve = [{"step": 0, **rows["sft"]}]
     log: list[dict[str, Any]] = []
     if args.stop_after != "sft":
-        log = timed("rl", train_rl, model, sft_adapter, pools["rl"], tools, harness, preset, out)
+        if args.report_now:  # RL so far, without training further: its latest checkpoint
+            log = read_log(out / "rl" / "metrics.jsonl")
+            latest = latest_checkpoint(out / "rl" / "checkpoints")
+            last = latest.step if latest else 0
+        else:
+            log = timed(
+                "rl", train_rl, model, sft_adapter, pools["rl"], tools, harness, preset, out
+            )
+            last = preset.rl_steps
         rolled = {
             json.loads(line)["task_id"]
             for line in (out / "rl" / "rollouts.jsonl").read_text().splitlines()
             if line.strip()
         }
         assert not rolled & {t.id for t in heldout}, "a held-out question was rolled out in RL"
-        for step in (*[s for s in preset.eval_steps if s < preset.rl_steps], preset.rl_steps):
+        for step in (*[s for s in preset.eval_steps if s < last], last):
             adapter = rl_checkpoint(out, step)
             point = timed(
                 f"eval rl {step}",
@@ -576,7 +589,7 @@ def main() -> None:
                 out,
             )
             curve.append({"step": step, **point})
-        rows["rl"] = curve[-1]
+        rows[f"rl (step {last})"] = curve[-1]
         atomic_write_text(
             out / "rl" / "sleuth_policy.json",
             json.dumps(policy_settings(preset, pools, "rl", command), indent=2),
@@ -598,6 +611,10 @@ def main() -> None:
     result = {
         "command": command,
         "heldout_n": len(heldout),
+        "rl_steps": {
+            "planned": preset.rl_steps,
+            "done": curve[-1]["step"] if len(curve) > 1 else 0,
+        },
         "rollout_speedup": speed["speedup"],
         "rollout_tokens_per_s": {k: speed[k] for k in ("transformers", "ct2")},
         "sft_report": sft_report,
