@@ -248,6 +248,25 @@ def test_an_update_reports_the_sampler_trainer_gap(student, anchor: str) -> None
     assert stats["sampler_mismatch"] == pytest.approx(0.5, abs=1e-4)
 
 
+def test_a_bf16_autocast_update_shows_its_rounding_as_sampler_mismatch(student) -> None:
+    """Exact float32 sampler log-probs against a bfloat16 trainer: the gap is the autocast's
+    rounding (so autocast really ran), small enough for the CISPO ratio to absorb."""
+    model, _ = copy.deepcopy(student)
+    reply = [40, 41, 42, 43]
+    exact = _trainer_logprobs(model, PROMPT, reply, 1.0)
+    mask = (0,) * len(PROMPT) + (1,) * len(reply)
+    seq = TrainSequence(tuple(PROMPT + reply), mask, tuple([0.0] * len(PROMPT) + exact), (0,))
+    items = [TrainItem(seq, 1.0, 0), TrainItem(seq, -1.0, 0)]
+    stats = {}
+    for bf16 in (False, True):
+        config = RLConfig(substeps=1, micro_batch_size=2, autocast_bf16=bf16)
+        trained = copy.deepcopy(model)
+        optimizer = build_optimizer(trained, 1e-3)
+        stats[bf16] = cispo_update(trained, optimizer, items, config, pad=0, seed=0)
+    assert stats[False]["sampler_mismatch"] < LOGPROB_TOL
+    assert 10 * LOGPROB_TOL < stats[True]["sampler_mismatch"] < 0.1
+
+
 def test_concurrent_calls_are_decoded_in_one_batch_each_as_if_alone(student) -> None:
     """Rollout threads share decode batches; each reply is the one a lone call gets (greedy),
     cut at its own limit, and an error reaches every caller of the batch."""

@@ -130,6 +130,9 @@ class RLConfig:
     value keeps every group; a constant one then trains with advantage 0 (a no-op update)."""
     max_seq_len: int | None = None
     """Cut longer training sequences to their first this-many tokens (None: no limit)."""
+    autocast_bf16: bool = False
+    """Run the trainer's forward and backward under bfloat16 autocast (about 1.45x faster on
+    2 CPU cores; log-probs keep fewer digits, which ``sampler_mismatch`` shows)."""
 
     # ---- reward and curriculum (report §4.3)
     reward: RewardConfig = field(default_factory=RewardConfig)
@@ -150,6 +153,10 @@ class RLConfig:
     """In-process sampler when no engine factory is given: ``transformers`` (shares the
     trainer's weights) or ``ct2`` (CTranslate2 on CPU, several times faster; the weights are
     converted and pushed to it before each step: :mod:`sleuth.train.engine_ct2`)."""
+    rollout_compute_type: str = "float32"
+    """CTranslate2 compute type of the ``ct2`` engine: ``float32`` (closest to the trainer),
+    ``int8_float32`` or ``int8`` (about 1.6x faster on 2 cores; the mismatch it adds is logged
+    as ``sampler_mismatch`` and absorbed by the CISPO ratio)."""
     rollout_workers: int = 8
     """Rollouts run at once (threads)."""
     save_trajectories: bool = False
@@ -401,11 +408,16 @@ def _targets(sequence: TrainSequence) -> int:
     return sum(sequence.loss_mask[1:])
 
 
-def _forward(model: Any, items: Sequence[TrainItem], pad: int, device: str, temperature: float):
+def _forward(model: Any, items: Sequence[TrainItem], pad: int, config: RLConfig):
+    device = config.student.device
     batch = collate_sequences([it.sequence for it in items], pad_id=pad)
-    logprobs_BT, entropy_BT = sequence_logprobs(
-        model, batch.input_ids.to(device), batch.attention_mask.to(device), temperature
+    autocast = torch.autocast(
+        device.split(":")[0], dtype=torch.bfloat16, enabled=config.autocast_bf16
     )
+    with autocast:
+        logprobs_BT, entropy_BT = sequence_logprobs(
+            model, batch.input_ids.to(device), batch.attention_mask.to(device), config.temperature
+        )
     mask_BT = batch.loss_mask.to(device)
     mask_BT[:, 0] = False
     return batch, logprobs_BT, entropy_BT, mask_BT
@@ -429,7 +441,7 @@ def recompute_behaviour(
     device, micro = config.student.device, config.micro_batch_size
     for i in range(0, len(items), micro):
         chunk = items[i : i + micro]
-        batch, logprobs_BT, _, mask_BT = _forward(model, chunk, pad, device, config.temperature)
+        batch, logprobs_BT, _, mask_BT = _forward(model, chunk, pad, config)
         gap += _gap(logprobs_BT, batch.behaviour_logprobs.to(device), mask_BT)
         for b, it in enumerate(chunk):
             n = len(it.sequence.input_ids)
@@ -476,9 +488,7 @@ def cispo_update(
         sub: dict[str, float] = {}
         for i in range(0, len(minibatch), config.micro_batch_size):
             micro = minibatch[i : i + config.micro_batch_size]
-            batch, logprobs_BT, entropy_BT, mask_BT = _forward(
-                model, micro, pad, device, temperature
-            )
+            batch, logprobs_BT, entropy_BT, mask_BT = _forward(model, micro, pad, config)
             behaviour_BT = batch.behaviour_logprobs.to(device)
             if k == 0 and config.anchor == "sampler":
                 gap += _gap(logprobs_BT, behaviour_BT, mask_BT)
@@ -667,7 +677,9 @@ def default_engine(config: RLConfig) -> EngineFactory:
     if config.rollout_engine == "ct2":
         from sleuth.train.engine_ct2 import CT2RolloutEngine
 
-        return lambda m, t: CT2RolloutEngine(m, t, temperature=config.temperature)
+        return lambda m, t: CT2RolloutEngine(
+            m, t, temperature=config.temperature, compute_type=config.rollout_compute_type
+        )
     return lambda m, t: LocalRolloutEngine(m, t, temperature=config.temperature)
 
 
