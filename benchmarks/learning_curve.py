@@ -58,7 +58,8 @@ from sleuth.tasks.split import is_heldout, split_tasks
 from sleuth.tools.toolbox import Toolbox, ToolConfig
 from sleuth.train.checkpoint import latest_checkpoint
 from sleuth.train.model import StudentConfig
-from sleuth.train.rl import RLConfig, run_rl
+from sleuth.train.rl import run_rl
+from sleuth.train.rl_types import RLConfig
 from sleuth.train.runlog import read_log
 from sleuth.train.sft import SFTConfig, build_teacher, run_sft
 

@@ -29,7 +29,9 @@ from sleuth.train.engine_ct2 import (
     tempered_logprob,
 )
 from sleuth.train.model import StudentConfig, build_optimizer, load_student
-from sleuth.train.rl import RLConfig, TrainItem, cispo_update, run_rl
+from sleuth.train.rl import run_rl
+from sleuth.train.rl_types import RLConfig, TrainItem
+from sleuth.train.rl_update import cispo_update
 from sleuth.train.runlog import read_log
 from sleuth.train.sequences import TrainSequence, sequence_logprobs
 from sleuth.train.tiny import build_tiny_model

@@ -31,14 +31,9 @@ from sleuth.tasks.schema import Task
 from sleuth.tools.spec import TOOL_SCHEMAS
 from sleuth.tools.toolbox import Toolbox, ToolConfig
 from sleuth.train.model import StudentConfig, build_optimizer, load_student
-from sleuth.train.rl import (
-    RLConfig,
-    TrainItem,
-    advantage_scales,
-    cispo_update,
-    minibatches,
-    run_rl,
-)
+from sleuth.train.rl import run_rl
+from sleuth.train.rl_types import RLConfig, TrainItem
+from sleuth.train.rl_update import advantage_scales, cispo_update, minibatches
 from sleuth.train.rollout import collect_rollouts_ray
 from sleuth.train.runlog import read_log
 from sleuth.train.sequences import TrainSequence, collate_sequences, sequence_logprobs

@@ -189,7 +189,8 @@ def train_rl(
     """CISPO: G rollouts per query, group-normalised advantages, K substeps; resumable."""
     from sleuth.tasks import load_tasks
     from sleuth.train.cispo import AGGREGATIONS
-    from sleuth.train.rl import RLConfig, run_rl
+    from sleuth.train.rl import run_rl
+    from sleuth.train.rl_types import RLConfig
 
     if aggregation not in AGGREGATIONS:
         raise InputError(f"unknown --aggregation {aggregation!r}; use {', '.join(AGGREGATIONS)}")
