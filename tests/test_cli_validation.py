@@ -18,7 +18,7 @@ from typer.testing import CliRunner
 from sleuth.cli import app
 from sleuth.corpus.models import Document
 from sleuth.index import Index
-from sleuth.index.store import MANIFEST
+from sleuth.index.manifest import MANIFEST
 from sleuth.io import LOCK_FILE, folder_lock
 from sleuth.tasks import save_tasks
 from tests.test_eval import make_tasks

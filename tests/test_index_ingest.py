@@ -17,7 +17,7 @@ from sleuth.corpus.models import Document
 from sleuth.embed import HashEmbedder
 from sleuth.errors import IndexIncompleteError, InputError
 from sleuth.index import Index
-from sleuth.index.store import IndexManifest
+from sleuth.index.manifest import IndexManifest
 from sleuth.tools.toolbox import Toolbox
 
 

@@ -18,7 +18,7 @@ from sleuth.corpus.models import Document
 from sleuth.embed import HashEmbedder
 from sleuth.errors import BusyError, IndexIncompleteError, InputError
 from sleuth.index import Index
-from sleuth.index.store import MANIFEST, IndexManifest
+from sleuth.index.manifest import MANIFEST, IndexManifest
 from sleuth.io import folder_lock
 
 SRC = Path(__file__).resolve().parents[1] / "src"

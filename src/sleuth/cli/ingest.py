@@ -49,7 +49,7 @@ def ingest(
     from sleuth.corpus.files import ArchiveLimits, ReadOptions
     from sleuth.corpus.readers import read_documents
     from sleuth.index import Index
-    from sleuth.index.store import check_ingest_inputs
+    from sleuth.index.ingest_checks import check_ingest_inputs
 
     options = ReadOptions(follow_links, ArchiveLimits.parse(archive_limits or ""))
     docs = [] if repair else read_documents(paths, fmt, options)

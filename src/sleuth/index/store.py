@@ -1,12 +1,8 @@
 """The :class:`Index`: Chroma for chunks, metadata and dense vectors; bm25s beside it.
 
-Layout of an index folder::
-
-    sleuth-index.json   manifest (:class:`IndexManifest`): embedder, chunking, collection, state
-    chroma/             Chroma PersistentClient data (absent when using a Chroma server)
-    lexical/            chunk texts + BM25 (derived; rebuilt from Chroma when stale)
-    pending.json        doc ids of an ingest in progress (for resume and repair)
-    .sleuth.lock        one writer at a time (see :func:`sleuth.io.folder_lock`)
+The folder's layout and manifest are in :mod:`sleuth.index.manifest`, the Chroma clients and
+collection in :mod:`sleuth.index.chroma`, the checks run before any write in
+:mod:`sleuth.index.ingest_checks`.
 
 Consistency: the manifest says ``state: ingesting`` from before the first Chroma write
 until the lexical side is rebuilt, so an interrupted ingest is always detected on open.
@@ -24,69 +20,34 @@ import contextlib
 import hashlib
 import json
 import os
-import re
 import shutil
-import tempfile
 import uuid
 import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, Literal
-from urllib.parse import urlparse
+from typing import Any
 
 import numpy as np
-from pydantic import BaseModel, ValidationError
 
 from sleuth.corpus.chunking import chunk_document
 from sleuth.corpus.models import Chunk, Document
-from sleuth.embed import Embedder, make_embedder, parse_embedder_spec
+from sleuth.embed import Embedder, make_embedder
 from sleuth.errors import IndexIncompleteError, InputError
+from sleuth.index.chroma import chroma_client, create_collection, first_line, read_only_copy
+from sleuth.index.ingest_checks import check_ingest_inputs, check_new_settings
 from sleuth.index.lexical import LEXICAL_FORMAT, ChunkRow, LexicalIndex
+from sleuth.index.manifest import (
+    ID_KEY,
+    MANIFEST,
+    IndexManifest,
+    IngestResult,
+    check_index_folder,
+    read_manifest,
+)
 from sleuth.io import atomic_write_text, folder_lock, lock_holder
 
-MANIFEST = "sleuth-index.json"
-SCHEMA_VERSION = 1
-LEGACY_COLLECTION = "sleuth_chunks"
-"""The collection every index used before each got its own; old manifests still name it."""
-ID_KEY = "sleuth_index_id"
-"""Collection metadata key holding the id of the index that made it."""
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
-_COLLECTION_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{1,510}[A-Za-z0-9]")
 _PAGE = 5000
-
-
-class IndexManifest(BaseModel):
-    """``sleuth-index.json``. Fields added after schema 1 have defaults, so older manifests load."""
-
-    schema_version: Literal[1] = SCHEMA_VERSION
-    embedder: str
-    chunk_tokens: int
-    overlap_tokens: int
-    chroma_url: str | None = None
-    collection: str = LEGACY_COLLECTION
-    index_id: str | None = None
-    """Also stamped on the collection; None for indexes made before collections were stamped."""
-    dim: int | None = None
-    """Vector dimension of the embedder; None for older indexes (read from a stored vector)."""
-    native_hybrid: bool | None = None
-    state: Literal["ready", "ingesting"]
-    generation: int
-    documents: int
-    chunks: int
-    pending: str | None = None
-
-
-class IngestResult(BaseModel):
-    """What one ingest (or repair) did, and the index's size after it."""
-
-    schema_version: Literal[1] = 1
-    documents: int
-    chunks: int
-    resumed_chunks: int
-    """Chunks already in the index with the same content, so not embedded again."""
-    index_documents: int
-    index_chunks: int
-    rolled_back_documents: int = 0
 
 
 def _chunk_sha(chunk: Chunk) -> str:
@@ -102,51 +63,6 @@ def _fingerprint(docs: Sequence[Document], settings: dict) -> str:
     return h.hexdigest()
 
 
-def _chroma_client(path: Path, chroma_url: str | None):
-    import chromadb
-    from chromadb.config import Settings
-
-    settings = Settings(anonymized_telemetry=False, allow_reset=False)
-    try:
-        if chroma_url:
-            return chromadb.HttpClient(**_http_args(chroma_url), settings=settings)
-        return chromadb.PersistentClient(path=str(path), settings=settings)
-    except Exception as e:  # noqa: BLE001 - chromadb raises many types for an unusable store
-        where = chroma_url or str(path)
-        raise InputError(f"cannot open Chroma data: {_first_line(e)}", source=where) from None
-
-
-def _no_write_client(chroma_url: str | None):
-    import chromadb
-    from chromadb.config import Settings
-
-    settings = Settings(anonymized_telemetry=False, allow_reset=False)
-    if chroma_url:
-        return chromadb.HttpClient(**_http_args(chroma_url), settings=settings)
-    return chromadb.EphemeralClient(settings=settings)
-
-
-def _http_args(chroma_url: str) -> dict[str, Any]:
-    u = urlparse(chroma_url)
-    return {"host": u.hostname or "127.0.0.1", "port": u.port or 8000, "ssl": u.scheme == "https"}
-
-
-def _first_line(e: BaseException) -> str:
-    return (str(e).splitlines() or [type(e).__name__])[0]
-
-
-def _read_only_copy(chroma_dir: Path) -> Path:
-    """Chroma's embedded client writes its SQLite file on open, so a read-only index is opened
-    from a temporary copy of that file, the (large, read-only) segment folders linked in."""
-    tmp = Path(tempfile.mkdtemp(prefix="sleuth-ro-"))
-    for p in chroma_dir.iterdir():
-        if p.is_dir():
-            os.symlink(p.resolve(), tmp / p.name)
-        else:
-            shutil.copyfile(p, tmp / p.name)
-    return tmp
-
-
 class Index:
     """A searchable corpus. Open an existing one with :meth:`open`, build with :meth:`create`."""
 
@@ -155,7 +71,7 @@ class Index:
         self.manifest = manifest
         self._embedder = embedder
         self._dim_checked: Embedder | None = None
-        self.client = _chroma_client(self._chroma_path(), manifest.chroma_url)
+        self.client = chroma_client(self._chroma_path(), manifest.chroma_url)
         self.collection = self._get_collection()
         self.native_hybrid = bool(manifest.native_hybrid)
         self._lexical: LexicalIndex | None = None
@@ -171,7 +87,7 @@ class Index:
             )
         if os.access(chroma, os.W_OK) and os.access(chroma / "chroma.sqlite3", os.W_OK):
             return chroma
-        copy = _read_only_copy(chroma)
+        copy = read_only_copy(chroma)
         weakref.finalize(self, shutil.rmtree, copy, True)
         return copy
 
@@ -183,7 +99,7 @@ class Index:
         except Exception as e:  # noqa: BLE001 - NotFoundError, or an unreadable store
             raise InputError(
                 f"damaged index: cannot open its Chroma collection {name!r} "
-                f"({_first_line(e)}); rebuild it with `sleuth ingest`",
+                f"({first_line(e)}); rebuild it with `sleuth ingest`",
                 source=str(self.path),
             ) from None
         owner = (collection.metadata or {}).get(ID_KEY)
@@ -213,8 +129,8 @@ class Index:
         block the corrected one. ``collection`` defaults to a name unique to this index.
         """
         path = Path(path)
-        _check_new_settings(embedder, chunk_tokens, overlap_tokens, collection)
-        _check_index_folder(path)
+        check_new_settings(embedder, chunk_tokens, overlap_tokens, collection)
+        check_index_folder(path)
         if (path / MANIFEST).exists():
             return cls._reopen_for_ingest(path, embedder, chunk_tokens, overlap_tokens)
         if path.exists() and any(p.name != ".sleuth.lock" for p in path.iterdir()):
@@ -239,7 +155,7 @@ class Index:
             with folder_lock(path, "this index"):
                 if (path / MANIFEST).exists():  # another process created it meanwhile
                     return cls._reopen_for_ingest(path, embedder, chunk_tokens, overlap_tokens)
-                manifest.native_hybrid = _create_collection(path, manifest)
+                manifest.native_hybrid = create_collection(path, manifest)
                 atomic_write_text(path / MANIFEST, manifest.model_dump_json(indent=2))
         except BaseException:
             if not existed and not (path / MANIFEST).exists():
@@ -253,7 +169,7 @@ class Index:
     ) -> Index:
         if not os.access(path, os.W_OK):
             raise InputError("cannot write this index: the folder is read-only", source=str(path))
-        index = cls(path, _read_manifest(path))
+        index = cls(path, read_manifest(path))
         wanted = {"embedder": embedder, "chunk_tokens": chunk_tokens}
         wanted["overlap_tokens"] = overlap_tokens
         if index.manifest.generation == 0 and index.collection.count() == 0:
@@ -274,7 +190,7 @@ class Index:
         """Open a finished index for search; an interrupted ingest raises IndexIncompleteError,
         a damaged one (Chroma data missing or not matching the manifest) InputError."""
         path = Path(path)
-        manifest = _read_manifest(path)
+        manifest = read_manifest(path)
         if manifest.state != "ready" and (pid := lock_holder(path)):
             raise IndexIncompleteError(
                 f"{path}: an ingest is running now (pid {pid}); search it once that finishes"
@@ -545,148 +461,3 @@ def _search_text(chunk: Chunk) -> str:
     """The text a chunk is embedded from: its document title, then its text (as BM25 sees it)."""
     title = chunk.metadata.get("title") or ""
     return f"{title}\n{chunk.text}" if title else chunk.text
-
-
-SPARSE_KEY = "bm25_sparse"
-
-
-def _sparse_schema():
-    from chromadb import Schema
-    from chromadb.api.types import SparseVectorIndexConfig
-    from chromadb.execution.expression.operator import Key
-    from chromadb.utils.embedding_functions import ChromaBm25EmbeddingFunction
-
-    config = SparseVectorIndexConfig(
-        source_key=Key.DOCUMENT, embedding_function=ChromaBm25EmbeddingFunction()
-    )
-    return Schema().create_index(config=config, key=SPARSE_KEY)
-
-
-def native_hybrid_search(
-    collection,
-    query: str,
-    query_vec: np.ndarray,
-    k_each: int,
-    rrf_k: int,
-    limit: int,
-    exclude: frozenset[str],
-) -> list[tuple[str, float]]:
-    """Server-side ``Search(Rrf(Knn dense, Knn BM25))`` minus ``exclude``; for servers that have it."""
-    from chromadb import Knn, Rrf, Search
-    from chromadb.execution.expression.operator import Key
-
-    ranks = [
-        Knn(query=query_vec.tolist(), return_rank=True, limit=k_each),
-        Knn(query=query, key=SPARSE_KEY, return_rank=True, limit=k_each),
-    ]
-    search = Search().rank(Rrf(ranks=ranks, k=rrf_k)).limit(limit).select(Key.SCORE)
-    if exclude:
-        search = search.where(Key.ID.not_in(sorted(exclude)))
-    res = collection.search(search)
-    return [
-        (cid, -float(score)) for cid, score in zip(res["ids"][0], res["scores"][0], strict=True)
-    ]
-
-
-def check_ingest_inputs(
-    docs: Sequence[Document],
-    batch_size: int,
-    max_batch: int | None = None,
-    chroma_url: str | None = None,
-) -> None:
-    """Refuse what Chroma would reject mid-ingest: a batch size outside 1..``max_batch``, a
-    repeated document id, an empty metadata key. Without ``max_batch``, asks a Chroma client
-    that writes nothing (in-memory, or the server at ``chroma_url``), so it can run before an
-    index is created."""
-    if max_batch is None:
-        max_batch = _no_write_client(chroma_url).get_max_batch_size()
-    if not 1 <= batch_size <= max_batch:
-        raise InputError(f"batch size {batch_size} must be between 1 and {max_batch} (Chroma's)")
-    seen: set[str] = set()
-    for d in docs:
-        if d.id in seen:
-            raise InputError("document id given twice", record=d.id)
-        seen.add(d.id)
-        bad = [k for k in d.metadata if not isinstance(k, str) or not k.strip()]
-        if bad:
-            raise InputError(f"metadata key {bad[0]!r} is empty", record=d.id)
-
-
-def _check_new_settings(
-    embedder: str, chunk_tokens: int, overlap_tokens: int, collection: str | None
-) -> None:
-    """Settings of an ingest, checked before anything is written."""
-    parse_embedder_spec(embedder)
-    if chunk_tokens < 8:
-        raise InputError(f"chunk tokens ({chunk_tokens}) must be at least 8")
-    if overlap_tokens < 0:
-        raise InputError(f"overlap tokens ({overlap_tokens}) must be at least 0")
-    if collection is not None and not _COLLECTION_NAME.fullmatch(collection):
-        raise InputError(
-            f"collection name {collection!r}: 3-512 letters, digits, '.', '_' or '-', "
-            "starting and ending with a letter or digit"
-        )
-
-
-def _check_index_folder(path: Path) -> None:
-    """An index path that is a file, or lies under one, cannot hold an index."""
-    for p in (path, *path.absolute().parents):
-        if p.exists():
-            if not p.is_dir():
-                raise InputError(f"{p} is a file, not a folder", source=str(path))
-            return
-
-
-def _create_collection(path: Path, manifest: IndexManifest) -> bool:
-    """Make the index's collection, stamped with its id; True when it has a server-side BM25
-    index (distributed Chroma / Chroma Cloud). Single-node and embedded Chroma refuse sparse
-    indexes, which we detect instead of assume, falling back to the local bm25s side."""
-    client = _chroma_client(path / "chroma", manifest.chroma_url)
-    name, meta = manifest.collection, {ID_KEY: manifest.index_id}
-    if name in {c.name for c in client.list_collections()}:
-        raise InputError(
-            f"Chroma collection {name!r} already exists (another index's?); choose another "
-            "--collection",
-            source=manifest.chroma_url or str(path),
-        )
-    config = {"hnsw": {"space": "cosine"}}
-    if manifest.chroma_url:
-        try:
-            client.create_collection(
-                name,
-                schema=_sparse_schema(),
-                embedding_function=None,
-                configuration=config,
-                metadata=meta,
-            )
-            return True
-        except Exception:  # noqa: BLE001 - any refusal means "not supported here"
-            pass
-    client.create_collection(name, embedding_function=None, configuration=config, metadata=meta)
-    return False
-
-
-def _read_manifest(path: Path) -> IndexManifest:
-    _check_index_folder(path)
-    try:
-        data = json.loads((path / MANIFEST).read_text())
-    except FileNotFoundError:
-        raise InputError(
-            "not a sleuth index (no sleuth-index.json); build one with `sleuth ingest`",
-            source=str(path),
-        ) from None
-    except (OSError, ValueError, RecursionError) as e:
-        raise InputError(f"unreadable index manifest: {e}", source=str(path)) from None
-    if not isinstance(data, dict):
-        raise InputError("index manifest is not a JSON object", source=str(path))
-    if data.get("schema_version") != SCHEMA_VERSION:
-        raise InputError(
-            f"index schema {data.get('schema_version')} is not {SCHEMA_VERSION}",
-            source=str(path),
-        )
-    try:
-        return IndexManifest.model_validate(data)
-    except ValidationError as e:
-        err = e.errors()[0]
-        field = ".".join(str(x) for x in err["loc"])
-        raise InputError(f"index manifest: {field}: {err['msg']}", source=str(path)) from None

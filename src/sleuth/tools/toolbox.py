@@ -24,8 +24,8 @@ import numpy as np
 from sleuth.corpus.models import doc_id_of
 from sleuth.errors import ConfigError
 from sleuth.index import Index
+from sleuth.index.chroma import native_hybrid_search
 from sleuth.index.lexical import ChunkRow
-from sleuth.index.store import native_hybrid_search
 from sleuth.ranking.features import Candidate, search_features
 from sleuth.ranking.model import RankerModel
 from sleuth.tokens import TokenCounter, default_counter

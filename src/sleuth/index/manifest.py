@@ -1,0 +1,97 @@
+"""The index folder's records: the manifest (``sleuth-index.json``) and its reader, and what an
+ingest reports.
+
+Layout of an index folder::
+
+    sleuth-index.json   manifest (:class:`IndexManifest`): embedder, chunking, collection, state
+    chroma/             Chroma PersistentClient data (absent when using a Chroma server)
+    lexical/            chunk texts + BM25 (derived; rebuilt from Chroma when stale)
+    pending.json        doc ids of an ingest in progress (for resume and repair)
+    .sleuth.lock        one writer at a time (see :func:`sleuth.io.folder_lock`)
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Literal
+
+from pydantic import BaseModel, ValidationError
+
+from sleuth.errors import InputError
+
+MANIFEST = "sleuth-index.json"
+SCHEMA_VERSION = 1
+LEGACY_COLLECTION = "sleuth_chunks"
+"""The collection every index used before each got its own; old manifests still name it."""
+ID_KEY = "sleuth_index_id"
+"""Collection metadata key holding the id of the index that made it."""
+
+
+class IndexManifest(BaseModel):
+    """``sleuth-index.json``. Fields added after schema 1 have defaults, so older manifests load."""
+
+    schema_version: Literal[1] = SCHEMA_VERSION
+    embedder: str
+    chunk_tokens: int
+    overlap_tokens: int
+    chroma_url: str | None = None
+    collection: str = LEGACY_COLLECTION
+    index_id: str | None = None
+    """Also stamped on the collection; None for indexes made before collections were stamped."""
+    dim: int | None = None
+    """Vector dimension of the embedder; None for older indexes (read from a stored vector)."""
+    native_hybrid: bool | None = None
+    state: Literal["ready", "ingesting"]
+    generation: int
+    documents: int
+    chunks: int
+    pending: str | None = None
+
+
+class IngestResult(BaseModel):
+    """What one ingest (or repair) did, and the index's size after it."""
+
+    schema_version: Literal[1] = 1
+    documents: int
+    chunks: int
+    resumed_chunks: int
+    """Chunks already in the index with the same content, so not embedded again."""
+    index_documents: int
+    index_chunks: int
+    rolled_back_documents: int = 0
+
+
+def check_index_folder(path: Path) -> None:
+    """An index path that is a file, or lies under one, cannot hold an index."""
+    for p in (path, *path.absolute().parents):
+        if p.exists():
+            if not p.is_dir():
+                raise InputError(f"{p} is a file, not a folder", source=str(path))
+            return
+
+
+def read_manifest(path: Path) -> IndexManifest:
+    check_index_folder(path)
+    try:
+        data = json.loads((path / MANIFEST).read_text())
+    except FileNotFoundError:
+        raise InputError(
+            "not a sleuth index (no sleuth-index.json); build one with `sleuth ingest`",
+            source=str(path),
+        ) from None
+    except (OSError, ValueError, RecursionError) as e:
+        raise InputError(f"unreadable index manifest: {e}", source=str(path)) from None
+    if not isinstance(data, dict):
+        raise InputError("index manifest is not a JSON object", source=str(path))
+    if data.get("schema_version") != SCHEMA_VERSION:
+        raise InputError(
+            f"index schema {data.get('schema_version')} is not {SCHEMA_VERSION}",
+            source=str(path),
+        )
+    try:
+        return IndexManifest.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        field = ".".join(str(x) for x in err["loc"])
+        raise InputError(f"index manifest: {field}: {err['msg']}", source=str(path)) from None
