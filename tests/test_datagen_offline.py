@@ -10,14 +10,8 @@ import pytest
 from sleuth.corpus.models import Document
 from sleuth.datagen import generate_offline, render_markdown
 from sleuth.datagen.evidence import QuoteEvidence, answer_in_text, verify_extraction
-from sleuth.datagen.offline.generator import (
-    OFFLINE_GENERATOR,
-    Corpus,
-    Draft,
-    Link,
-    OfflineConfig,
-    draft_bridge,
-)
+from sleuth.datagen.offline.config import OFFLINE_GENERATOR, OfflineConfig
+from sleuth.datagen.offline.corpus import Corpus, Link
 from sleuth.datagen.offline.masking import (
     DECADE,
     NUMBER,
@@ -28,6 +22,7 @@ from sleuth.datagen.offline.masking import (
     profile_document,
     split_sentences,
 )
+from sleuth.datagen.offline.templates import Draft, draft_bridge
 from sleuth.datagen.quality import StageTally, build_report
 from sleuth.datagen.quotes import quote_in_source
 from sleuth.tasks import Task, load_tasks, read_benchmark

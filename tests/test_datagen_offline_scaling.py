@@ -8,12 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from sleuth.corpus.models import Document
-from sleuth.datagen.offline.generator import (
-    OfflineBM25,
-    generate_offline,
-    min_clue_words,
-    rare_limit,
-)
+from sleuth.datagen.offline.corpus import OfflineBM25, min_clue_words, rare_limit
+from sleuth.datagen.offline.generator import generate_offline
 from sleuth.index.lexical import rank_scores
 from sleuth.tasks import load_tasks
 from tests.test_datagen_offline import (

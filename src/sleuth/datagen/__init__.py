@@ -8,7 +8,8 @@ from sleuth.datagen.evidence import (
     answer_in_text,
     verify_extraction,
 )
-from sleuth.datagen.offline.generator import OFFLINE_GENERATOR, OfflineConfig, generate_offline
+from sleuth.datagen.offline.config import OFFLINE_GENERATOR, OfflineConfig
+from sleuth.datagen.offline.generator import generate_offline
 from sleuth.datagen.quality import QualityReport, render_markdown
 from sleuth.datagen.quotes import normalize, quote_in_source
 
