@@ -33,10 +33,11 @@ from rich.table import Table
 
 from sleuth.corpus import Document
 from sleuth.errors import IndexIncompleteError, InputError, SleuthError
-from sleuth.eval import POLICY_NAMES, load_results, run_eval
+from sleuth.eval import load_results, run_eval
 from sleuth.eval.aggregate import bootstrap_interval, mean_defined, paired_bootstrap_difference
 from sleuth.index import Index
 from sleuth.policies import parse_policy_spec
+from sleuth.policies.baselines import POLICY_NAMES
 from sleuth.policies.spec import SCRIPTED
 from sleuth.tasks import Task, read_2wiki, read_benchmark, read_hotpotqa, read_musique
 from sleuth.tools.toolbox import Toolbox

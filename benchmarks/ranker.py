@@ -26,9 +26,9 @@ import numpy as np
 from rich.console import Console
 
 from sleuth.eval.aggregate import bootstrap_interval
-from sleuth.eval.baselines import single_pass_script
-from sleuth.eval.heuristic import HeuristicAgent
 from sleuth.harness.loop import Harness
+from sleuth.policies.baselines import single_pass_script
+from sleuth.policies.heuristic import HeuristicAgent
 from sleuth.policies.scripted import ScriptedPolicy
 from sleuth.ranking.model import RankerModel
 from sleuth.ranking.selector import Selector

@@ -8,7 +8,7 @@ other processes on the machine hits all of them alike; tokens/s counts sampled t
 time, prompt included.
 
 * ``transformers``: :class:`~sleuth.train.rollout.LocalRolloutEngine` (the current RL sampler).
-* ``ct2-float32`` / ``ct2-int8``: :class:`~sleuth.train.engine_ct2.CT2RolloutEngine`; the
+* ``ct2-float32`` / ``ct2-int8``: :class:`~sleuth.policies.ct2.CT2RolloutEngine`; the
   weight sync (merge + convert + load) is timed, and the mean |log π_train − log π_sample| of
   its samples is measured against the trainer's forward pass.
 * ``ct2-float32 xN`` / ``ct2-int8 xN``: the same engines serving N rollouts at once (threads, as
@@ -38,12 +38,12 @@ from typing import Any
 import torch
 
 from sleuth.harness.prompt import system_prompt, user_message
+from sleuth.policies.ct2 import CT2RolloutEngine
 from sleuth.policies.local_hf import smollm2_gguf_path
 from sleuth.tasks import read_2wiki
 from sleuth.tokens import count_tokens
 from sleuth.tools.spec import TOOL_SCHEMAS
 from sleuth.tools.types import ChunkHit, ToolResult, render_result
-from sleuth.train.engine_ct2 import CT2RolloutEngine
 from sleuth.train.model import StudentConfig, load_student
 from sleuth.train.rollout import LocalRolloutEngine
 from sleuth.train.sequences import sequence_logprobs

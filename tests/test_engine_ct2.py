@@ -21,13 +21,13 @@ from hypothesis import strategies as st
 pytest.importorskip("ctranslate2")
 
 from sleuth.errors import ConfigError, InputError
-from sleuth.policies.spec import PolicyOptions, build_policy
-from sleuth.train.engine_ct2 import (
+from sleuth.policies.ct2 import (
     CT2Policy,
     CT2RolloutEngine,
     merged_state_dict,
     tempered_logprob,
 )
+from sleuth.policies.spec import PolicyOptions, build_policy
 from sleuth.train.model import StudentConfig, build_optimizer, load_student
 from sleuth.train.rl import run_rl
 from sleuth.train.rl_types import RLConfig, TrainItem

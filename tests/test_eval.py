@@ -27,16 +27,16 @@ from sleuth.eval import (
     score_trajectory,
 )
 from sleuth.eval.aggregate import bootstrap_interval, paired_bootstrap_difference
-from sleuth.eval.baselines import RetrieverToolbox
-from sleuth.eval.heuristic import capitalised_spans, decompose
-from sleuth.eval.transcript import final_answer, parse_chunks, query_of
 from sleuth.harness import Harness
 from sleuth.harness.policy import PolicyOutput
 from sleuth.harness.trajectory import load_trajectory
 from sleuth.io import read_jsonl
 from sleuth.metrics import compute_metrics
 from sleuth.policies import build_policy, make_policy
+from sleuth.policies.baselines import RetrieverToolbox
+from sleuth.policies.heuristic import capitalised_spans, decompose
 from sleuth.policies.scripted import ScriptedPolicy, call, turn
+from sleuth.policies.transcript import final_answer, parse_chunks, query_of
 from sleuth.reward import compute_reward
 from sleuth.tasks import Task, read_hotpotqa, save_tasks
 from sleuth.tools.types import ChunkHit, ToolResult

@@ -156,7 +156,7 @@ def test_local_path_is_greedy_seeded_and_shares_weights(tmp_path):
 
 @pytest.mark.skipif(importlib.util.find_spec("ctranslate2") is None, reason="needs ctranslate2")
 def test_local_models_run_on_ctranslate2_unless_told_otherwise(tmp_path):
-    from sleuth.train.engine_ct2 import CT2Policy
+    from sleuth.policies.ct2 import CT2Policy
 
     tiny = build_tiny_model(tmp_path / "tiny", seed=0)
     assert isinstance(build_policy(f"local:{tiny}").factory(0), CT2Policy)

@@ -1,23 +1,17 @@
-"""Evaluation (SPEC §7): a resumable, concurrent runner, baselines, scoring and reports."""
+"""Evaluation (SPEC §7): a resumable, concurrent runner, scoring and reports."""
 
 from sleuth.eval.aggregate import aggregate_records, summarize
-from sleuth.eval.baselines import POLICY_NAMES, RetrieverToolbox, one_retriever
 from sleuth.eval.fusion import fuse_rankings, fuse_summaries, score_rollouts
-from sleuth.eval.heuristic import HeuristicAgent
 from sleuth.eval.report import write_report
 from sleuth.eval.runner import EvalConfig, load_results, run_eval, run_eval_on_index
 from sleuth.eval.score import score_files, score_summary, score_trajectory
 
 __all__ = [
     "EvalConfig",
-    "POLICY_NAMES",
-    "HeuristicAgent",
-    "RetrieverToolbox",
     "aggregate_records",
     "fuse_rankings",
     "fuse_summaries",
     "load_results",
-    "one_retriever",
     "run_eval",
     "run_eval_on_index",
     "score_files",

@@ -46,7 +46,7 @@ _SERVED = re.compile(r"(?P<model>.+?)@(?P<url>https?://\S+)")
 _PREFIXES = ("local", "openai", "harmony")
 LOCAL_ENGINES = ("transformers", "ct2")
 """What runs a local model: transformers' sampling loop, or CTranslate2 (several times faster
-on CPU; :mod:`sleuth.train.engine_ct2`)."""
+on CPU; :mod:`sleuth.policies.ct2`)."""
 AUTO_ENGINE = "auto"
 """CTranslate2 when it is installed, else transformers."""
 
@@ -212,7 +212,7 @@ def _named(policy: Any, name: str) -> Any:
 
 
 def _single_pass(spec: PolicySpec, options: PolicyOptions) -> BuiltPolicy:
-    from sleuth.eval.baselines import one_retriever, single_pass_script
+    from sleuth.policies.baselines import one_retriever, single_pass_script
     from sleuth.policies.scripted import ScriptedPolicy
 
     def factory(seed: int) -> Policy:
@@ -227,7 +227,7 @@ def _single_pass(spec: PolicySpec, options: PolicyOptions) -> BuiltPolicy:
 def _heuristic(spec: PolicySpec, options: PolicyOptions) -> BuiltPolicy:
     """``heuristic``: the agent with the learned ranker (search rerank, pruning, final list);
     ``heuristic-plain``: the same agent ordering by RRF, for comparison."""
-    from sleuth.eval.heuristic import HeuristicAgent
+    from sleuth.policies.heuristic import HeuristicAgent
     from sleuth.policies.scripted import ScriptedPolicy
 
     HeuristicAgent(**options.agent)  # bad knobs fail now, not in a worker thread
@@ -345,7 +345,7 @@ def _local(spec: PolicySpec, options: PolicyOptions) -> BuiltPolicy:
 def _local_factory(loaded: Any, engine: str, temperature: float, name: str) -> PolicyFactory:
     """Fresh policies over the loaded weights, sampled by ``engine``."""
     if engine == "ct2" or (engine == AUTO_ENGINE and _has_ct2()):
-        from sleuth.train.engine_ct2 import CT2RolloutEngine
+        from sleuth.policies.ct2 import CT2RolloutEngine
 
         ct2 = CT2RolloutEngine(loaded.model, loaded.tokenizer, temperature=temperature)
         ct2.sync(loaded.model, step=0)

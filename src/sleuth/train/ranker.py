@@ -26,10 +26,10 @@ import numpy as np
 
 from sleuth.corpus.models import doc_id_of
 from sleuth.errors import InputError
-from sleuth.eval.heuristic import trail
-from sleuth.eval.transcript import observations
 from sleuth.harness.loop import Harness
+from sleuth.policies.heuristic import trail
 from sleuth.policies.spec import PolicyOptions, build_policy
+from sleuth.policies.transcript import observations
 from sleuth.ranking.features import SEARCH_COLUMNS, SELECTION_COLUMNS, search_features
 from sleuth.ranking.model import RankerModel, fit_head
 from sleuth.ranking.selector import document_title, seen_features

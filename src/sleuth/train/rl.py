@@ -105,7 +105,7 @@ def rl_step(
 def default_engine(config: RLConfig) -> EngineFactory:
     """The in-process engine that ``config.rollout_engine`` names."""
     if config.rollout_engine == "ct2":
-        from sleuth.train.engine_ct2 import CT2RolloutEngine
+        from sleuth.policies.ct2 import CT2RolloutEngine
 
         return lambda m, t: CT2RolloutEngine(
             m, t, temperature=config.temperature, compute_type=config.rollout_compute_type

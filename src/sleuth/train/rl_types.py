@@ -100,7 +100,7 @@ class RLConfig:
     rollout_engine: Literal["transformers", "ct2"] = "transformers"
     """In-process sampler when no engine factory is given: ``transformers`` (shares the
     trainer's weights) or ``ct2`` (CTranslate2 on CPU, several times faster; the weights are
-    converted and pushed to it before each step: :mod:`sleuth.train.engine_ct2`)."""
+    converted and pushed to it before each step: :mod:`sleuth.policies.ct2`)."""
     rollout_compute_type: str = "float32"
     """CTranslate2 compute type of the ``ct2`` engine: ``float32`` (closest to the trainer),
     ``int8_float32`` or ``int8`` (about 1.6x faster on 2 cores; the mismatch it adds is logged

@@ -4,7 +4,7 @@
   of the returned chunks in rank order (hybrid BM25 + dense, fused by RRF).
 * ``bm25`` / ``dense``: the same policy, but ``search_corpus`` ranks by one retriever only
   (:class:`RetrieverToolbox`); packing, exclusion and budgets are unchanged.
-* ``heuristic``: a scripted multi-step agent (:mod:`sleuth.eval.heuristic`).
+* ``heuristic``: a scripted multi-step agent (:mod:`sleuth.policies.heuristic`).
 
 The names are policy specs (:mod:`sleuth.policies.spec` builds them, with every other policy).
 """
@@ -16,8 +16,8 @@ from typing import Any, Literal
 
 from sleuth.corpus.models import doc_id_of
 from sleuth.errors import InputError
-from sleuth.eval.transcript import final_answer, observations, query_of
 from sleuth.policies.scripted import Reply, call, turn
+from sleuth.policies.transcript import final_answer, observations, query_of
 from sleuth.tools.base import Tools
 from sleuth.tools.spec import SEARCH_CORPUS
 from sleuth.tools.toolbox import Toolbox

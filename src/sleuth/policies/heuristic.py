@@ -9,7 +9,7 @@
    up to ``max_hops``, and while the token budget leaves room for another round of results.
 3. Answer with the documents in the selector's order.
 
-The agent reads only the transcript (see :mod:`sleuth.eval.transcript`); the selector looks up
+The agent reads only the transcript (see :mod:`sleuth.policies.transcript`); the selector looks up
 titles and question evidence in the index the tools search. A run is deterministic given the
 corpus.
 """
@@ -22,9 +22,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from sleuth.corpus.models import doc_id_of
-from sleuth.eval.transcript import ToolReply, final_answer, query_of, token_usage
-from sleuth.eval.transcript import observations as read_observations
 from sleuth.policies.scripted import Reply, call, turn
+from sleuth.policies.transcript import ToolReply, final_answer, query_of, token_usage
+from sleuth.policies.transcript import observations as read_observations
 from sleuth.ranking.features import Search, SeenDoc
 from sleuth.ranking.selector import Selector
 from sleuth.ranking.text import (
