@@ -37,6 +37,7 @@ from typing import Any
 
 import torch
 
+from sleuth.harness.policy import ToolCall, assistant_message
 from sleuth.harness.prompt import system_prompt, user_message
 from sleuth.policies.ct2 import CT2RolloutEngine
 from sleuth.policies.local_hf import smollm2_gguf_path
@@ -74,14 +75,10 @@ def prompts() -> dict[str, Messages]:
     ]
     result = render_result(ToolResult(tool="search_corpus", chunks=hits))
     arguments = json.dumps({"query": QUERY})
-    call = {
-        "id": "c1",
-        "type": "function",
-        "function": {"name": "search_corpus", "arguments": arguments},
-    }
+    call = ToolCall(id="c1", name="search_corpus", arguments=arguments)
     turn_2 = [
         *turn_1,
-        {"role": "assistant", "content": "", "tool_calls": [call]},
+        assistant_message("", [call]),
         {"role": "tool", "tool_call_id": "c1", "content": result},
     ]
     return {"turn 1": turn_1, "turn 2": turn_2}

@@ -48,7 +48,7 @@ from sleuth.harness.budget import (
     usage_line,
 )
 from sleuth.harness.calls import ParsedCall, arguments_json, parse_call
-from sleuth.harness.policy import Policy, PolicyOutput, ToolCall
+from sleuth.harness.policy import Policy, PolicyOutput, ToolCall, assistant_message
 from sleuth.harness.prompt import MAX_DOCUMENTS, system_prompt, user_message
 from sleuth.harness.trajectory import (
     CallStatus,
@@ -414,20 +414,11 @@ class _Episode:
         return self.policy.count_tokens(self.view.messages(), TOOL_SCHEMAS)
 
     def _assistant_message(self, output: PolicyOutput, calls: list[ToolCall]) -> Message:
-        # always a string: llama.cpp's server answers HTTP 500 to null (and to a missing key)
-        message: Message = {"role": "assistant", "content": output.text}
-        if calls:
-            message["tool_calls"] = [
-                {
-                    "id": c.id,
-                    "type": "function",
-                    "function": {"name": c.name, "arguments": arguments_json(c.arguments)},
-                }
-                for c in calls
-            ]
-        if self.config.echo_reasoning and output.reasoning:
-            message["reasoning_content"] = output.reasoning
-        return message
+        # content is always a string: llama.cpp's server answers HTTP 500 to null (and to a
+        # missing key)
+        echoed = [c.model_copy(update={"arguments": arguments_json(c.arguments)}) for c in calls]
+        reasoning = output.reasoning if self.config.echo_reasoning else None
+        return assistant_message(output.text, echoed, reasoning)
 
     def _unique_ids(self, calls: list[ToolCall], turn_index: int) -> list[ToolCall]:
         """Give calls with a missing or repeated id a fresh one (ids pair calls with results)."""

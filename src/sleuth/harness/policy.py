@@ -7,12 +7,15 @@ fill ``token_ids`` and ``logprobs`` so the trajectory can be trained on.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any, Protocol
 
 from pydantic import BaseModel, Field
 
 
 class ToolCall(BaseModel):
+    """One function call a model asked for (a policy's, or the datagen pipeline's client's)."""
+
     id: str
     name: str
     arguments: str  # raw JSON text as the model produced it; the harness parses and validates
@@ -50,3 +53,20 @@ def message_text(content: Any) -> str:
     if isinstance(content, str):
         return content
     return "".join(p.get("text", "") for p in content if isinstance(p, dict))
+
+
+def assistant_message(
+    text: str, tool_calls: Sequence[ToolCall] = (), reasoning: str | None = None
+) -> dict[str, Any]:
+    """An assistant turn in OpenAI chat format: ``text``, then ``tool_calls`` (left out when there
+    are none) and ``reasoning_content`` (when given). The one place this message is built: the
+    harness's history, the SFT renderer and the datagen agent's conversation use it."""
+    message: dict[str, Any] = {"role": "assistant", "content": text}
+    if tool_calls:
+        message["tool_calls"] = [
+            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+            for c in tool_calls
+        ]
+    if reasoning:
+        message["reasoning_content"] = reasoning
+    return message

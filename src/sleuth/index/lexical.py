@@ -53,6 +53,17 @@ def rank_scores(scores: np.ndarray, k: int, tiebreak: np.ndarray | None = None) 
 
 @dataclass
 class ChunkRow:
+    """A chunk as the index holds it in memory: one per chunk of the corpus, read back from Chroma
+    or ``lexical/chunks.jsonl`` when an index opens.
+
+    Why not :class:`sleuth.corpus.models.Chunk` (the chunker's output, which ingest stores): the
+    lexical side keeps *every* chunk in memory, and a plain dataclass is 3-4x faster to build and
+    3.5x smaller (112k rows on 2 cores: 0.8-1.2 s and 392 B/row vs 3.3-3.6 s and 1,353 B/row for
+    the pydantic model with its metadata dict; ``python benchmarks/chunk_row_cost.py``); and it
+    carries what the retrievers need and ``Chunk`` does not (the document ``title`` for
+    :attr:`search_text`), while per-chunk metadata stays in Chroma.
+    """
+
     id: str
     doc_id: str
     idx: int

@@ -11,10 +11,11 @@ returned when the server provides them (vLLM: ``logprobs=True``; token ids with
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import Any
 
 import openai
+from pydantic import BaseModel
 
 from sleuth.errors import SleuthError
 from sleuth.harness.policy import PolicyOutput, ToolCall
@@ -96,45 +97,65 @@ class OpenAIChatPolicy:
             self._max_tokens_field: max_tokens,
             **self._fixed,
         }
-        return to_policy_output(self.client.chat.completions.create(**request))
+        return parse_chat_completion(as_json(self.client.chat.completions.create(**request)))
 
 
-def to_policy_output(response: Any) -> PolicyOutput:
-    """Convert a chat completion (vLLM / llama.cpp extras included) into a PolicyOutput."""
-    if not getattr(response, "choices", None):
-        raise EndpointError(f"the endpoint returned no choices: {response!r:.300}")
-    choice = response.choices[0]
-    message = choice.message
-    extra = message.model_extra or {}
-    logprobs = _logprobs(choice)
+def parse_chat_completion(raw: Any) -> PolicyOutput:
+    """The one chat-completion parser: a chat completion as JSON (what the ``openai`` client
+    returns, dumped, or a recorded response) as a :class:`PolicyOutput`, vLLM / llama.cpp extras
+    included (reasoning, token ids, log-probs). A tool call keeps the id it came with (``""``
+    when none) and its arguments as text.
+
+    Raises:
+        EndpointError: no ``choices[0].message``.
+    """
+    choice = _first(_get(raw, "choices"))
+    message = _get(choice, "message")
+    if not isinstance(message, Mapping):
+        raise EndpointError(f"the endpoint returned no choices: {raw!r:.300}")
     return PolicyOutput(
-        text=message.content or "",
-        reasoning=extra.get("reasoning_content") or extra.get("reasoning"),
-        tool_calls=[_tool_call(tc) for tc in message.tool_calls or []],
-        prompt_token_ids=(response.model_extra or {}).get("prompt_token_ids"),
-        token_ids=(choice.model_extra or {}).get("token_ids"),
-        logprobs=logprobs,
-        finish_reason=choice.finish_reason,
-        usage=_usage(response),
+        text=message.get("content") or "",
+        reasoning=message.get("reasoning_content") or message.get("reasoning"),
+        tool_calls=[_tool_call(tc) for tc in message.get("tool_calls") or []],
+        prompt_token_ids=raw.get("prompt_token_ids"),
+        token_ids=_get(choice, "token_ids"),
+        logprobs=_logprobs(choice),
+        finish_reason=_get(choice, "finish_reason"),
+        usage=_usage(raw),
     )
 
 
+def as_json(response: Any) -> Any:
+    """A response of the ``openai`` client as JSON (its extra fields included)."""
+    if isinstance(response, BaseModel):
+        return response.model_dump(mode="json", warnings=False)
+    return response
+
+
+def _get(value: Any, key: str) -> Any:
+    return value.get(key) if isinstance(value, Mapping) else None
+
+
+def _first(values: Any) -> Any:
+    return values[0] if isinstance(values, list) and values else None
+
+
 def _tool_call(tc: Any) -> ToolCall:
-    function = getattr(tc, "function", None)
-    name = getattr(function, "name", None) or ""
-    arguments = getattr(function, "arguments", None)
+    function = _get(tc, "function")
+    name = _get(function, "name") or ""
+    arguments = _get(function, "arguments")
     if not isinstance(arguments, str):  # some servers send an object; the harness wants text
         arguments = "" if arguments is None else json.dumps(arguments)
-    return ToolCall(id=getattr(tc, "id", None) or "", name=name, arguments=arguments)
+    return ToolCall(id=_get(tc, "id") or "", name=name, arguments=arguments)
 
 
 def _logprobs(choice: Any) -> list[float] | None:
-    content = getattr(choice.logprobs, "content", None) if choice.logprobs else None
-    return [float(t.logprob) for t in content] if content else None
+    content = _get(_get(choice, "logprobs"), "content")
+    return [float(t["logprob"]) for t in content] if content else None
 
 
-def _usage(response: Any) -> dict[str, int]:
-    usage = getattr(response, "usage", None)
-    if usage is None:
+def _usage(raw: Mapping[str, Any]) -> dict[str, int]:
+    usage = raw.get("usage")
+    if not isinstance(usage, Mapping):
         return {}
-    return {k: v for k, v in usage.model_dump().items() if isinstance(v, int)}
+    return {k: v for k, v in usage.items() if isinstance(v, int)}

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from sleuth.harness.policy import PolicyOutput
+from sleuth.harness.policy import PolicyOutput, assistant_message
 from sleuth.harness.trajectory import Trajectory
 from sleuth.policies.chatml import render_ids as render_prompt_ids
 from sleuth.policies.chatml import stop_token_id, to_chat
@@ -62,15 +62,7 @@ def recorded_turn_tokens(trajectory: Trajectory) -> list[TurnTokens]:
 
 def reply_text(output: PolicyOutput) -> str:
     """A reply as the student writes it: text, then any tool calls as ``<tool_call>`` blocks."""
-    message = {
-        "role": "assistant",
-        "content": output.text,
-        "tool_calls": [
-            {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
-            for c in output.tool_calls
-        ],
-    }
-    return to_chat([message], [])[0]["content"]
+    return to_chat([assistant_message(output.text, output.tool_calls)], [])[0]["content"]
 
 
 def rerendered_turn_tokens(trajectory: Trajectory, tokenizer: Any) -> list[TurnTokens]:

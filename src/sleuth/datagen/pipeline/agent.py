@@ -16,7 +16,8 @@ from typing import Any
 
 from pydantic import BaseModel, ValidationError
 
-from sleuth.datagen.pipeline.llm import LLM, ChatResult, Message, ToolCallRequest
+from sleuth.datagen.pipeline.llm import LLM, ChatResult, Message
+from sleuth.harness.policy import ToolCall
 
 MAX_TOOL_CHARS = 12_000
 """Longest tool result shown to the agent; the index tools already pack to a token budget."""
@@ -142,7 +143,7 @@ def _answer_calls(
     return accepted
 
 
-def _run_tool(call: ToolCallRequest, handlers: dict[str, AgentTool]) -> str:
+def _run_tool(call: ToolCall, handlers: dict[str, AgentTool]) -> str:
     tool = handlers.get(call.name)
     if tool is None:
         return f"Error: unknown tool {call.name!r}; available: {', '.join(sorted(handlers))}"

@@ -38,8 +38,10 @@ from tenacity import (
 )
 
 from sleuth.errors import ConfigError, SleuthError
+from sleuth.harness.policy import ToolCall, assistant_message
 from sleuth.io import atomic_write_text
 from sleuth.policies.http import is_retryable, openai_client
+from sleuth.policies.openai_chat import EndpointError, parse_chat_completion
 
 Message = dict[str, Any]
 
@@ -60,14 +62,6 @@ class LLMError(SleuthError, RuntimeError):
     """The endpoint kept failing after every retry, or answered with something unusable."""
 
 
-class ToolCallRequest(BaseModel):
-    """One function call the model asked for; ``arguments`` is the raw JSON text it wrote."""
-
-    id: str
-    name: str
-    arguments: str
-
-
 class Usage(BaseModel):
     prompt_tokens: int = 0
     completion_tokens: int = 0
@@ -77,7 +71,7 @@ class ChatResult(BaseModel):
     """The parts of a chat completion the pipeline uses, parsed the same way live and replayed."""
 
     content: str | None = None
-    tool_calls: list[ToolCallRequest] = Field(default_factory=list)
+    tool_calls: list[ToolCall] = Field(default_factory=list)
     finish_reason: str | None = None
     usage: Usage = Field(default_factory=Usage)
     key: str = ""
@@ -87,17 +81,7 @@ class ChatResult(BaseModel):
     def assistant_message(self) -> Message:
         """The assistant turn to append to the conversation, rebuilt from the parsed fields so
         that a replayed run sends exactly the same history as the recorded one."""
-        message: Message = {"role": "assistant", "content": self.content or ""}
-        if self.tool_calls:
-            message["tool_calls"] = [
-                {
-                    "id": c.id,
-                    "type": "function",
-                    "function": {"name": c.name, "arguments": c.arguments},
-                }
-                for c in self.tool_calls
-            ]
-        return message
+        return assistant_message(self.content or "", self.tool_calls)
 
 
 class LLM(Protocol):
@@ -382,28 +366,24 @@ class ChatLLM:
 
 
 def parse_response(raw: dict[str, Any], key: str = "", replayed: bool = False) -> ChatResult:
-    """The :class:`ChatResult` of a raw chat-completion JSON object."""
+    """The :class:`ChatResult` of a raw chat-completion JSON object, read by the policies' parser
+    (:func:`sleuth.policies.openai_chat.parse_chat_completion`); a call without an id gets
+    ``call_<i>``, one without arguments ``{}``."""
     try:
-        choice = raw["choices"][0]
-        message = choice["message"]
-    except (KeyError, IndexError, TypeError) as e:
+        output = parse_chat_completion(raw)
+    except EndpointError as e:
         raise LLMError(f"response {key[:16]} has no choices[0].message") from e
     calls = [
-        ToolCallRequest(
-            id=c.get("id") or f"call_{i}",
-            name=c["function"]["name"],
-            arguments=c["function"].get("arguments") or "{}",
-        )
-        for i, c in enumerate(message.get("tool_calls") or [])
+        c.model_copy(update={"id": c.id or f"call_{i}", "arguments": c.arguments or "{}"})
+        for i, c in enumerate(output.tool_calls)
     ]
-    usage = raw.get("usage") or {}
     return ChatResult(
-        content=message.get("content"),
+        content=output.text,
         tool_calls=calls,
-        finish_reason=choice.get("finish_reason"),
+        finish_reason=output.finish_reason,
         usage=Usage(
-            prompt_tokens=usage.get("prompt_tokens") or 0,
-            completion_tokens=usage.get("completion_tokens") or 0,
+            prompt_tokens=output.usage.get("prompt_tokens") or 0,
+            completion_tokens=output.usage.get("completion_tokens") or 0,
         ),
         key=key,
         replayed=replayed,
