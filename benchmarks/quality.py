@@ -33,7 +33,7 @@ from rich.table import Table
 
 from sleuth.corpus import Document
 from sleuth.errors import IndexIncompleteError, InputError, SleuthError
-from sleuth.eval import load_results, run_eval
+from sleuth.eval import EvalConfig, load_results, run_eval
 from sleuth.eval.aggregate import bootstrap_interval, mean_defined, paired_bootstrap_difference
 from sleuth.index import Index
 from sleuth.policies import parse_policy_spec
@@ -136,7 +136,7 @@ def policy_records(
     tasks: Sequence[Task], policy: str, toolbox: Toolbox, out: Path, concurrency: int
 ) -> list[dict[str, Any]]:
     """Run (or resume) ``policy`` on ``tasks``; their records in task order."""
-    run_eval(tasks, policy, toolbox, out, concurrency=concurrency, progress=False)
+    run_eval(tasks, policy, toolbox, out, EvalConfig(concurrency=concurrency, progress=False))
     finished = load_results(out / "results.jsonl")
     return [finished[t.id] for t in tasks]
 

@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 import urllib.request
+from dataclasses import replace
 from pathlib import Path
 
 import openai
@@ -79,7 +80,7 @@ def test_the_datagen_ledger_counts_each_retry(tmp_path):
 
     config = LLMConfig(model="m", mode="record", cache_dir=tmp_path / "c", backoff_s=0.01)
     with ScriptedServer(flaky) as server:
-        config.base_url = server.base_url
+        config = replace(config, base_url=server.base_url)
         llm = ChatLLM(config, tmp_path / "run")
         assert llm.complete([{"role": "user", "content": "q"}], stage="explore").content == "ok"
     saved = json.loads((tmp_path / "run" / "ledger.json").read_text())["stages"]["explore"]

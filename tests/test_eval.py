@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 
 from sleuth.errors import InputError
 from sleuth.eval import (
+    EvalConfig,
     fuse_rankings,
     run_eval,
     run_eval_on_index,
@@ -191,28 +192,34 @@ def test_runner_resumes_after_a_crash_without_rerunning_finished_queries(tmp_pat
     tasks = make_tasks()
     crashing = Probe(crash_on=tasks[3].query)
     with pytest.raises(KeyboardInterrupt):
-        run_eval(tasks, crashing, KeywordTools(), tmp_path, concurrency=1, progress=False)
+        run_eval(
+            tasks, crashing, KeywordTools(), tmp_path, EvalConfig(concurrency=1, progress=False)
+        )
     done = [r["task_id"] for r in records_of(tmp_path)]
     assert done == ["t1", "t2", "t3"]  # one worker: queries run and finish in order
     with open(tmp_path / "results.jsonl", "a") as f:  # a crash mid-append leaves a torn line
         f.write('{"task_id": "t4", "metr')
 
     probe = Probe()
-    summary = run_eval(tasks, probe, KeywordTools(), tmp_path, concurrency=2, progress=False)
+    summary = run_eval(
+        tasks, probe, KeywordTools(), tmp_path, EvalConfig(concurrency=2, progress=False)
+    )
     served = {t.query for t in tasks[3:]}
     assert set(probe.queries) == served and len(probe.queries) == 2 * len(served)  # 2 turns each
     assert sorted(r["task_id"] for r in records_of(tmp_path)) == [t.id for t in tasks]
     assert summary["overall"]["count"] == 6
 
     again = Probe()
-    run_eval(tasks, again, KeywordTools(), tmp_path, progress=False)
+    run_eval(tasks, again, KeywordTools(), tmp_path, EvalConfig(progress=False))
     assert again.queries == []  # everything finished: nothing runs
 
 
 def test_resume_refuses_other_settings(tmp_path):
-    run_eval(make_tasks()[:1], "single-pass", KeywordTools(), tmp_path, progress=False)
+    run_eval(make_tasks()[:1], "single-pass", KeywordTools(), tmp_path, EvalConfig(progress=False))
     with pytest.raises(InputError, match="policy='single-pass'"):
-        run_eval(make_tasks()[:1], "heuristic", KeywordTools(), tmp_path, progress=False)
+        run_eval(
+            make_tasks()[:1], "heuristic", KeywordTools(), tmp_path, EvalConfig(progress=False)
+        )
 
 
 def test_retry_failed_reruns_only_failed_queries(tmp_path):
@@ -221,11 +228,11 @@ def test_retry_failed_reruns_only_failed_queries(tmp_path):
     def broken(seed: int) -> ScriptedPolicy:
         return ScriptedPolicy(lambda messages, i: 1 / 0)  # a policy error: recorded, not raised
 
-    run_eval(tasks, broken, KeywordTools(), tmp_path, label="p", progress=False)
+    run_eval(tasks, broken, KeywordTools(), tmp_path, EvalConfig(label="p", progress=False))
     assert all(r["error"] and r["metrics"]["failed"] for r in records_of(tmp_path))
     probe = Probe()
     kw = {"label": "p", "progress": False}
-    summary = run_eval(tasks, probe, KeywordTools(), tmp_path, retry_failed=True, **kw)
+    summary = run_eval(tasks, probe, KeywordTools(), tmp_path, EvalConfig(retry_failed=True, **kw))
     assert len(probe.queries) == 2 * len(tasks)
     assert summary["overall"]["failed"] == 0.0
 
@@ -234,7 +241,9 @@ def test_retry_failed_reruns_only_failed_queries(tmp_path):
 def test_concurrency_is_bounded(tmp_path, concurrency):
     probe = Probe(sleep_s=0.05)
     tools = KeywordTools()
-    run_eval(make_tasks(), probe, tools, tmp_path, concurrency=concurrency, progress=False)
+    run_eval(
+        make_tasks(), probe, tools, tmp_path, EvalConfig(concurrency=concurrency, progress=False)
+    )
     assert probe.peak == concurrency
 
 
@@ -262,7 +271,9 @@ def test_four_rollouts_are_fused_by_rrf(tmp_path):
         why = [(doc, "listed") for doc in answer]
         return ScriptedPolicy([turn(call("search_corpus", query=word)), final_answer(why)])
 
-    summary = run_eval([task], factory, KeywordTools(), tmp_path, rollouts=4, progress=False)
+    summary = run_eval(
+        [task], factory, KeywordTools(), tmp_path, EvalConfig(rollouts=4, progress=False)
+    )
     (record,) = records_of(tmp_path)
     assert record["final_docs"] == ["berlin", "paris", "france", "nile"]
     m = record["metrics"]
@@ -325,7 +336,7 @@ def check_report(out: Path, tasks: list[Task]) -> dict:
 
 def test_report_files_and_numbers(tmp_path):
     tasks = make_tasks()
-    summary = run_eval(tasks, "heuristic", KeywordTools(), tmp_path, progress=False)
+    summary = run_eval(tasks, "heuristic", KeywordTools(), tmp_path, EvalConfig(progress=False))
     assert check_report(tmp_path, tasks) == summary
     assert set(summary["by_domain"]) == {"geo", "nature"}
     assert summary["by_domain"]["geo"]["count"] == 3
@@ -488,7 +499,7 @@ def test_bm25_and_dense_toolboxes_rank_by_one_retriever(hotpot):
 
 def test_trajectories_of_the_runner_load(tmp_path):
     tasks = make_tasks()[:2]
-    run_eval(tasks, "single-pass", KeywordTools(), tmp_path, progress=False)
+    run_eval(tasks, "single-pass", KeywordTools(), tmp_path, EvalConfig(progress=False))
     for record in records_of(tmp_path):
         trajectory = load_trajectory(tmp_path / record["trajectories"][0])
         assert trajectory.query == record["query"] and trajectory.policy == "single-pass"

@@ -6,7 +6,7 @@ from __future__ import annotations
 import re
 
 from sleuth.corpus.models import Document
-from sleuth.eval.runner import run_eval
+from sleuth.eval.runner import EvalConfig, run_eval
 from sleuth.index import Index
 from sleuth.policies import OpenAIChatPolicy
 from sleuth.tasks.schema import Task
@@ -45,7 +45,9 @@ def test_summary_md_counts_failed_queries_and_policy_errors(tmp_path):
             return OpenAIChatPolicy("m", base_url=server.base_url, max_retries=0)
 
         out = tmp_path / "out"
-        summary = run_eval(tasks, policy, Toolbox(Index.open(index)), out, progress=False)
+        summary = run_eval(
+            tasks, policy, Toolbox(Index.open(index)), out, EvalConfig(progress=False)
+        )
     overall = summary["overall"]
     assert (overall["count"], overall["failed_count"], overall["policy_errors"]) == (10, 9, 9)
     assert summary["by_hops"]["1"]["failed_count"] == 4  # t0 (answered), t2, t4, t6, t8

@@ -21,7 +21,7 @@ import sleuth.harness
 from sleuth.cli import app
 from sleuth.datagen.pipeline.llm import LLMConfig
 from sleuth.errors import ConfigError, InputError
-from sleuth.eval import run_eval
+from sleuth.eval import EvalConfig, run_eval
 from sleuth.harness import BudgetConfig, HarnessConfig, load_trajectory, run_query
 from sleuth.policies import (
     DEFAULT_POLICY,
@@ -94,7 +94,9 @@ def test_every_entry_point_parses_with_the_one_grammar(tmp_path, monkeypatch, sm
         lambda spec: build_policy(spec).factory(0),
         lambda spec: build_teacher(spec, FakeTools())[1](0),
         lambda spec: policy_factory_for(spec)(0),
-        lambda spec: run_eval([task], spec, FakeTools(), tmp_path / spec, progress=False),
+        lambda spec: run_eval(
+            [task], spec, FakeTools(), tmp_path / spec, EvalConfig(progress=False)
+        ),
     ]
     for enter in entry_points:
         with pytest.raises(InputError, match=message):

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from sleuth.errors import InputError
-from sleuth.eval import load_results, run_eval
+from sleuth.eval import EvalConfig, load_results, run_eval
 from sleuth.eval.records import (
     RECORD_SCHEMA_VERSION,
     EvalSummary,
@@ -44,14 +44,14 @@ def test_an_old_output_folder_resumes_without_running_again(tmp_path):
     out = tmp_path / "eval"
     shutil.copytree(OLD, out)
     summary = run_eval(
-        make_tasks()[:2], "single-pass", KeywordTools(), out, rollouts=2, progress=False
+        make_tasks()[:2], "single-pass", KeywordTools(), out, EvalConfig(rollouts=2, progress=False)
     )
     assert summary["overall"]["count"] == 2 and summary["schema_version"] == 1
     assert not (out / "trajectories").exists()  # both queries came from the old records
 
 
 def test_new_records_are_typed_and_refuse_a_newer_version(tmp_path):
-    run_eval(make_tasks()[:1], "single-pass", KeywordTools(), tmp_path, progress=False)
+    run_eval(make_tasks()[:1], "single-pass", KeywordTools(), tmp_path, EvalConfig(progress=False))
     [line] = (tmp_path / "results.jsonl").read_text().splitlines()
     record = QueryRecord.model_validate_json(line)
     assert record.task_id == "t1" and record.schema_version == RECORD_SCHEMA_VERSION

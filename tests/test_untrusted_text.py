@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from sleuth.corpus.models import Document
 from sleuth.corpus.readers import read_path
-from sleuth.eval.runner import run_eval
+from sleuth.eval.runner import EvalConfig, run_eval
 from sleuth.harness.trajectory import StopReason, load_trajectory
 from sleuth.index import Index
 from sleuth.io import append_jsonl, atomic_write_text, json_text, read_jsonl, safe_text
@@ -106,7 +106,9 @@ def test_eval_with_lone_surrogates_finishes_every_query_and_the_summary(tmp_path
         def policy(seed: int) -> OpenAIChatPolicy:
             return OpenAIChatPolicy("m", base_url=server.base_url, max_retries=0)
 
-        summary = run_eval(tasks, policy, tools, tmp_path / "out", concurrency=2, progress=False)
+        summary = run_eval(
+            tasks, policy, tools, tmp_path / "out", EvalConfig(concurrency=2, progress=False)
+        )
     records = list(read_jsonl(tmp_path / "out" / "results.jsonl"))
     assert sorted(r["task_id"] for r in records) == sorted(t.id for t in tasks)
     assert summary["overall"]["count"] == 10 and summary["overall"]["recall"] == 1.0

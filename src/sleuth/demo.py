@@ -25,7 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sleuth.corpus.models import Document
-from sleuth.errors import IndexIncompleteError, InputError
+from sleuth.errors import ConfigError, IndexIncompleteError, InputError
 from sleuth.harness import BudgetConfig, HarnessConfig, load_trajectory
 from sleuth.index import Index
 from sleuth.io import atomic_write_text
@@ -50,13 +50,28 @@ TABLE_METRICS = {
 
 @dataclass(frozen=True)
 class DemoConfig:
-    """Sizes of one demo run; ``quick()`` fits in about three minutes on 2 cores."""
+    """Sizes of one demo run; ``quick()`` fits in about three minutes on 2 cores. Checked when
+    built (a :class:`ConfigError` names the setting to fix)."""
 
-    real_tasks: int = 60  # real 2Wiki questions for the baselines
-    offline_tasks: int = 60  # offline-generated tasks for the baselines
-    subagent_tasks: int = 8  # tasks (half real, half generated) run with the local model
-    extra_documents: int | None = None  # None: all 1,585 documents; else the tasks' own + this many
-    untrained_too: bool = True  # also run SmolLM2 without the adapter, same settings
+    real_tasks: int = 60
+    """Real 2Wiki questions for the baselines."""
+    offline_tasks: int = 60
+    """Offline-generated tasks for the baselines."""
+    subagent_tasks: int = 8
+    """Tasks (half real, half generated) run with the local model."""
+    extra_documents: int | None = None
+    """None: all 1,585 documents; else the tasks' own documents plus this many."""
+    untrained_too: bool = True
+    """Also run SmolLM2 without the adapter, under the same settings."""
+
+    def __post_init__(self) -> None:
+        for name in ("real_tasks", "offline_tasks", "subagent_tasks"):
+            if getattr(self, name) < 0:
+                raise ConfigError(f"{name} ({getattr(self, name)}) must be 0 or more")
+        if self.extra_documents is not None and self.extra_documents < 0:
+            raise ConfigError(
+                f"extra_documents ({self.extra_documents}) must be 0 or more (None: all documents)"
+            )
 
     @classmethod
     def quick(cls) -> DemoConfig:
@@ -154,7 +169,7 @@ def run_demo(
     out: Path, config: DemoConfig, console: Console, policy: str = "local"
 ) -> dict[str, Any]:
     """Run everything; returns the table rows (also written to ``demo_summary.json``)."""
-    from sleuth.eval import run_eval
+    from sleuth.eval import EvalConfig, run_eval
     from sleuth.tasks import save_tasks
 
     out.mkdir(parents=True, exist_ok=True)
@@ -167,7 +182,7 @@ def run_demo(
     for name in ("single-pass", "heuristic"):
         console.print(f"[bold]{name}[/bold] on {len(tasks)} tasks")
         summaries[name], folders[name] = (
-            run_eval(tasks, name, tools, out / name, concurrency=2),
+            run_eval(tasks, name, tools, out / name, EvalConfig(concurrency=2)),
             name,
         )
     runs = subagent_runs(policy, config)
@@ -181,9 +196,7 @@ def run_demo(
             run.policy,
             tools,
             out / run.folder,
-            concurrency=1,
-            harness_config=DEMO_HARNESS,
-            label=run.label,
+            EvalConfig(concurrency=1, harness_config=DEMO_HARNESS, label=run.label),
         )
         folders[run.label] = run.folder
     rows = {

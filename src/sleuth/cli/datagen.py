@@ -78,7 +78,7 @@ def _pipeline(
     workers: int,
     progress: bool,
 ):
-    from sleuth.datagen.pipeline.llm import CacheMode, LLMConfig
+    from sleuth.datagen.pipeline.llm import LLMConfig
     from sleuth.datagen.pipeline.runner import DatagenConfig
     from sleuth.datagen.pipeline.stages import open_pipeline
 
@@ -87,7 +87,7 @@ def _pipeline(
         base_url=base_url,
         api_key=api_key,
         cache_dir=cache or run_dir / "llm-cache",
-        mode=CacheMode(mode),
+        mode=mode,
         requests_per_second=rps,
     )
     config = DatagenConfig(

@@ -150,7 +150,7 @@ def eval_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Run a task set (resumable, concurrent); write per-query JSONL, summary, plots, HTML."""
-    from sleuth.eval import run_eval
+    from sleuth.eval import EvalConfig, run_eval
     from sleuth.io import check_folder_target
     from sleuth.tasks import load_tasks
 
@@ -169,12 +169,14 @@ def eval_cmd(
         built,
         common.open_toolbox(index),
         out,
-        concurrency=concurrency,
-        rollouts=rollouts,
-        fuse=fuse,
-        harness_config=config,
-        beta=beta,
-        retry_failed=retry_failed,
+        EvalConfig(
+            concurrency=concurrency,
+            rollouts=rollouts,
+            fuse=fuse,
+            harness_config=config,
+            beta=beta,
+            retry_failed=retry_failed,
+        ),
     )
     if as_json:
         print(json.dumps(summary))

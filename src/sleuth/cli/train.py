@@ -12,6 +12,7 @@ import typer
 import sleuth.cli.common as common
 from sleuth.cli.common import IndexOpt, JsonOpt, cli_errors, console, progress_bar, train_app
 from sleuth.errors import InputError
+from sleuth.train.constants import CISPO_W_MAX, CISPO_W_MIN
 
 StudentOpt = Annotated[
     str | None, typer.Option("--model", help="Student: HF folder or .gguf (default SmolLM2).")
@@ -166,10 +167,10 @@ def train_rl(
     lr: Annotated[float | None, typer.Option(help="Learning rate.")] = None,
     w_min: Annotated[
         float, typer.Option(help="CISPO lower bound on the IS weight (absolute).")
-    ] = 0.0,
+    ] = CISPO_W_MIN,
     w_max: Annotated[
         float, typer.Option(help="CISPO upper bound on the IS weight (absolute).")
-    ] = 5.0,
+    ] = CISPO_W_MAX,
     aggregation: Annotated[
         str, typer.Option(help="token_mean | token_sum | prompt_mean")
     ] = "token_mean",

@@ -137,9 +137,9 @@ def run_eval(
             (called once per rollout with the rollout's index).
         tools: the retrieval tools (a ``Toolbox``; ``bm25``/``dense`` wrap it).
         out_dir: where results, trajectories and reports go; rerun with it to resume.
-        config: the settings (:class:`EvalConfig`).
-        **options: :class:`EvalConfig` fields, overriding ``config``'s
-            (``run_eval(..., concurrency=2, progress=False)``).
+        config: the settings (:class:`EvalConfig`; default: its defaults).
+        **options: :class:`EvalConfig` fields, overriding ``config``'s. Kept for one caller,
+            ``benchmarks/learning_curve.py``; every other caller passes an ``EvalConfig``.
 
     Raises:
         InputError: bad settings (``ConfigError``), or ``out_dir`` holds a run with other settings.
@@ -193,15 +193,15 @@ def run_eval_on_index(
     tasks_file: str | Path,
     out_dir: str | Path,
     policy: str = "single-pass",
-    **options: Any,
+    config: EvalConfig | None = None,
 ) -> dict[str, Any]:
-    """``sleuth eval``: open the index, load the tasks, run :func:`run_eval` with ``options``.
+    """Open the index, load the tasks, run :func:`run_eval` with ``config``.
 
     Raises:
         InputError: a bad index folder, task file or setting.
     """
     tasks = load_tasks(tasks_file)
-    return run_eval(tasks, policy, Toolbox(Index.open(index_dir)), out_dir, **options)
+    return run_eval(tasks, policy, Toolbox(Index.open(index_dir)), out_dir, config)
 
 
 def load_results(path: Path) -> dict[str, dict[str, Any]]:

@@ -22,8 +22,7 @@ from typing import Literal
 import torch
 from torch import Tensor
 
-CISPO_W_MIN = 0.0  # SPEC §6: no lower bound on the importance weight
-CISPO_W_MAX = 5.0  # SPEC §6, ScaleRL ε_max: absolute cap on the importance weight
+from sleuth.train.constants import CISPO_W_MAX, CISPO_W_MIN
 
 Aggregation = Literal["token_mean", "token_sum", "prompt_mean"]
 AGGREGATIONS: tuple[str, ...] = ("token_mean", "token_sum", "prompt_mean")

@@ -19,7 +19,8 @@ from sleuth.policies.spec import LOCAL_ENGINES
 from sleuth.reward import RewardConfig, RewardTerms
 from sleuth.tasks.schema import Task
 from sleuth.train.advantages import BETA_END, BETA_START, ZERO_VARIANCE_TOL
-from sleuth.train.cispo import CISPO_W_MAX, CISPO_W_MIN, Aggregation
+from sleuth.train.cispo import Aggregation
+from sleuth.train.constants import CISPO_W_MAX, CISPO_W_MIN
 from sleuth.train.model import StudentConfig
 from sleuth.train.sequences import TrainSequence
 

@@ -98,9 +98,10 @@ class LLM(Protocol):
     ) -> ChatResult: ...
 
 
-@dataclass
+@dataclass(frozen=True)
 class LLMConfig:
-    """Endpoint, cache and limits of :class:`ChatLLM`."""
+    """Endpoint, cache and limits of :class:`ChatLLM`; checked when built (a
+    :class:`ConfigError` names the setting to fix)."""
 
     model: str
     """Model name sent to the endpoint (and part of every cache key)."""
@@ -111,6 +112,7 @@ class LLMConfig:
     cache_dir: Path | None = None
     """Where responses are stored; None disables the cache (only valid with mode ``record``)."""
     mode: CacheMode = CacheMode.AUTO
+    """How the cache is used (:class:`CacheMode`; its string value is accepted too)."""
     requests_per_second: float | None = None
     """Upper bound on live request starts per second; None = unlimited."""
     max_retries: int = 4
@@ -118,19 +120,35 @@ class LLMConfig:
     backoff_s: float = 1.0
     """First retry delay; doubles on each retry (plus jitter), capped at ``max_backoff_s``."""
     max_backoff_s: float = 30.0
+    """Longest delay between two retries."""
     timeout_s: float = 120.0
+    """Per-request time limit, in seconds."""
     price_prompt_per_1k: float = 0.0
     """Price per 1,000 prompt tokens, for the ledger's cost column."""
     price_completion_per_1k: float = 0.0
+    """Price per 1,000 completion tokens."""
     params: dict[str, Any] = field(default_factory=dict)
     """Default request parameters (temperature, max_tokens, seed...); per-call ones win."""
 
     def __post_init__(self) -> None:
-        self.mode = CacheMode(self.mode)
+        modes = [m.value for m in CacheMode]
+        if self.mode not in modes:
+            raise ConfigError(f"unknown cache mode {self.mode!r}; use one of {', '.join(modes)}")
+        object.__setattr__(self, "mode", CacheMode(self.mode))
         if self.cache_dir is None and self.mode != CacheMode.RECORD:
             raise ConfigError(f"cache mode {self.mode} needs a cache directory (or use 'record')")
         if self.requests_per_second is not None and self.requests_per_second <= 0:
             raise ConfigError("requests per second must be positive (or unset for no limit)")
+        if self.max_retries < 0:
+            raise ConfigError(f"max_retries ({self.max_retries}) must be 0 or more")
+        if not 0 < self.backoff_s <= self.max_backoff_s:
+            raise ConfigError(
+                f"need 0 < backoff_s ({self.backoff_s}) <= max_backoff_s ({self.max_backoff_s})"
+            )
+        if self.timeout_s <= 0:
+            raise ConfigError(f"timeout_s ({self.timeout_s}) must be positive")
+        if self.price_prompt_per_1k < 0 or self.price_completion_per_1k < 0:
+            raise ConfigError("prices per 1k tokens must be 0 or more")
 
 
 def request_key(model: str, messages: list[Message], tools: Any, params: dict[str, Any]) -> str:

@@ -15,14 +15,16 @@ from sleuth.datagen.pipeline.domains import Domain
 from sleuth.datagen.pipeline.llm import LLM, CacheMissError
 from sleuth.datagen.pipeline.records import RecordStore, Status, TaskRecord
 from sleuth.datagen.pipeline.workspace import Session, Workspace
+from sleuth.errors import ConfigError
 
 LLM_GENERATOR = "llm-pipeline"
 """``Task.generator`` of tasks made by these stages (the offline generator has its own)."""
 
 
-@dataclass
+@dataclass(frozen=True)
 class DatagenConfig:
-    """Settings of the LLM pipeline; defaults follow the public pipeline where it has one."""
+    """Settings of the LLM pipeline; defaults follow the public pipeline where it has one.
+    Checked when built (a :class:`ConfigError` names the setting to fix)."""
 
     seed: int = 0
     """Fixes seeds, truth types and every random tool; with a recorded cache, the whole run."""
@@ -54,6 +56,24 @@ class DatagenConfig:
     """Records processed concurrently within a stage (LLM calls are I/O bound)."""
     progress: bool = True
     """Show a rich progress bar per stage."""
+
+    def __post_init__(self) -> None:
+        for name in (
+            "max_turns",
+            "target_hops",
+            "extract_attempts",
+            "clue_candidates",
+            "expand_candidates",
+            "max_attempts",
+            "workers",
+        ):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"{name} ({getattr(self, name)}) must be at least 1")
+        if not 0 <= self.min_distractors <= self.max_distractors:
+            raise ConfigError(
+                f"need 0 <= min_distractors ({self.min_distractors}) <= max_distractors "
+                f"({self.max_distractors}); lower min_distractors or raise max_distractors"
+            )
 
 
 @dataclass
