@@ -44,7 +44,7 @@ from typing import Any
 
 import numpy as np
 
-from sleuth.eval import run_eval
+from sleuth.eval import EvalConfig, run_eval
 from sleuth.eval.aggregate import bootstrap_interval
 from sleuth.eval.runner import RESULTS, load_results
 from sleuth.harness.budget import BudgetConfig
@@ -273,7 +273,8 @@ def evaluate(
 ) -> dict[str, Any]:
     """One policy on the held-out tasks (resumes); per-metric mean and 95% bootstrap interval."""
     folder = out / f"eval-{name}"
-    run_eval(tasks, policy, tools, folder, concurrency=8, harness_config=harness, progress=False)
+    config = EvalConfig(concurrency=8, harness_config=harness, progress=False)
+    run_eval(tasks, policy, tools, folder, config)
     records = load_results(folder / RESULTS)
     rows = [records[t.id] for t in tasks]
     values = {

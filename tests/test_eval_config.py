@@ -28,10 +28,14 @@ def test_eval_config_is_frozen_and_names_the_setting_to_fix():
     assert issubclass(ConfigError, InputError)
 
 
-def test_run_eval_takes_a_config_or_its_fields(tmp_path):
+def test_run_eval_takes_a_config_not_its_fields(tmp_path):
     tasks = make_tasks()[:2]
     a = run_eval(tasks, "single-pass", KeywordTools(), tmp_path / "a", EvalConfig(progress=False))
-    b = run_eval(tasks, "single-pass", KeywordTools(), tmp_path / "b", progress=False)
+    b = run_eval(
+        tasks, "single-pass", KeywordTools(), tmp_path / "b", config=EvalConfig(progress=False)
+    )
+    with pytest.raises(TypeError):
+        run_eval(tasks, "single-pass", KeywordTools(), tmp_path / "c", progress=False)  # type: ignore[call-arg]
     timing = {"wall_time_s"}
     assert {k: v for k, v in a["overall"].items() if k not in timing} == {
         k: v for k, v in b["overall"].items() if k not in timing

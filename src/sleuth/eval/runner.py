@@ -24,7 +24,7 @@ import math
 import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -126,7 +126,6 @@ def run_eval(
     tools: Tools,
     out_dir: str | Path,
     config: EvalConfig | None = None,
-    **options: Any,
 ) -> dict[str, Any]:
     """Evaluate ``policy`` on ``tasks``; returns the summary (also written to ``summary.json``).
 
@@ -138,14 +137,12 @@ def run_eval(
         tools: the retrieval tools (a ``Toolbox``; ``bm25``/``dense`` wrap it).
         out_dir: where results, trajectories and reports go; rerun with it to resume.
         config: the settings (:class:`EvalConfig`; default: its defaults).
-        **options: :class:`EvalConfig` fields, overriding ``config``'s. Kept for one caller,
-            ``benchmarks/learning_curve.py``; every other caller passes an ``EvalConfig``.
 
     Raises:
         InputError: bad settings (``ConfigError``), or ``out_dir`` holds a run with other settings.
         BusyError: another process is writing ``out_dir``.
     """
-    cfg = replace(config or EvalConfig(), **options) if options else (config or EvalConfig())
+    cfg = config or EvalConfig()
     ids = [t.id for t in tasks]
     if len(set(ids)) != len(ids):
         raise InputError("task ids must be unique")
