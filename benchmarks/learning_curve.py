@@ -291,10 +291,14 @@ def evaluate(
     return result
 
 
-def student(model: Path, adapter: Path | None) -> Any:
-    """The student as ``sleuth eval --policy local:MODEL --adapter A`` builds it: greedy, ct2."""
+def student(model: Path, adapter: Path | None, final_list: str = "model") -> Any:
+    """The student as ``sleuth eval --policy local:MODEL --adapter A`` builds it: greedy, ct2;
+    ``final_list="selector"``: the learned selector orders what the student's searches found."""
     options = PolicyOptions(
-        adapter=str(adapter) if adapter else None, engine="ct2", temperature=0.0
+        adapter=str(adapter) if adapter else None,
+        engine="ct2",
+        temperature=0.0,
+        final_list=final_list,
     )
     return build_policy(f"local:{model}", options)
 
@@ -561,6 +565,16 @@ def main() -> None:
     rows["sft"] = timed(
         "eval sft", evaluate, "sft", student(model, sft_adapter), heldout, tools, harness, out
     )
+    rows["sft+selector"] = timed(
+        "eval sft+selector",
+        evaluate,
+        "sft-selector",
+        student(model, sft_adapter, "selector"),
+        heldout,
+        tools,
+        harness,
+        out,
+    )
     atomic_write_text(
         out / "sft" / "sleuth_policy.json",
         json.dumps(policy_settings(preset, pools, "sft", command), indent=2),
@@ -598,6 +612,16 @@ def main() -> None:
             )
             curve.append({"step": step, **point})
         rows[f"rl (step {last})"] = curve[-1]
+        rows[f"rl+selector (step {last})"] = timed(
+            "eval rl+selector",
+            evaluate,
+            f"rl-{last}-selector",
+            student(model, rl_checkpoint(out, last), "selector"),
+            heldout,
+            tools,
+            harness,
+            out,
+        )
         atomic_write_text(
             out / "rl" / "sleuth_policy.json",
             json.dumps(policy_settings(preset, pools, "rl", command), indent=2),

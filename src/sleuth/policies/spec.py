@@ -29,6 +29,7 @@ from typing import TYPE_CHECKING, Any
 from sleuth.errors import InputError
 from sleuth.harness.loop import HarnessConfig
 from sleuth.harness.policy import Policy
+from sleuth.harness.prompt import MAX_DOCUMENTS
 from sleuth.tools.base import Tools
 
 if TYPE_CHECKING:
@@ -49,6 +50,8 @@ LOCAL_ENGINES = ("transformers", "ct2")
 on CPU; :mod:`sleuth.policies.ct2`)."""
 AUTO_ENGINE = "auto"
 """CTranslate2 when it is installed, else transformers."""
+FINAL_LISTS = ("model", "selector")
+"""Who writes a local model's final list (:attr:`PolicyOptions.final_list`)."""
 
 
 @dataclass(frozen=True)
@@ -85,12 +88,18 @@ class PolicyOptions:
     ranker: str | RankerModel | None = None
     """The learned ranker of ``heuristic``: a ``sleuth train ranker`` file or a model in memory;
     None: the shipped one."""
+    final_list: str | None = None
+    """Who orders a ``local`` model's final list: ``model`` (its own reply) or ``selector`` (the
+    learned selector over every document in view; :mod:`sleuth.policies.selecting`). None: the
+    adapter's ``final_list`` setting, else ``model``."""
 
     def __post_init__(self) -> None:
         if self.engine not in (*LOCAL_ENGINES, AUTO_ENGINE):
             raise InputError(
                 f"unknown engine {self.engine!r}; use one of {(*LOCAL_ENGINES, AUTO_ENGINE)}"
             )
+        if self.final_list not in (None, *FINAL_LISTS):
+            raise InputError(f"unknown final list {self.final_list!r}; use one of {FINAL_LISTS}")
 
 
 def _same(value: Any) -> Any:
@@ -332,14 +341,42 @@ def _local(spec: PolicySpec, options: PolicyOptions) -> BuiltPolicy:
     name = Path(str(adapter or path)).name
     factory = _local_factory(loaded, options.engine, options.temperature or 0.0, name)
     settings = adapter_settings(adapter)
+    final_list = options.final_list or settings.get("final_list", "model")
+    final_docs = settings.get("harness", {}).get("max_documents", MAX_DOCUMENTS)
+    bind = _selected_final_list(factory, final_docs) if final_list == "selector" else None
     if not settings:
-        return BuiltPolicy(spec, factory)
+        return BuiltPolicy(spec, factory, bind=bind)
     return BuiltPolicy(
         spec,
         factory,
         wrap_tools=lambda tools: _with_tool_settings(tools, settings["tools"]),
         configure=lambda config: trained_harness(config, settings["harness"]),
+        bind=bind,
     )
+
+
+def _selected_final_list(
+    factory: PolicyFactory, final_docs: int
+) -> Callable[[Tools], PolicyFactory]:
+    """Binds a model's factory to the tools it searches: the selector over their index (and
+    their ranker, else the shipped one) writes the final list, ``final_docs`` long."""
+
+    def bind(tools: Tools) -> PolicyFactory:
+        from sleuth.policies.selecting import SelectedFinalList
+        from sleuth.ranking.model import load_ranker
+        from sleuth.ranking.selector import Selector
+        from sleuth.tools.toolbox import Toolbox
+
+        if not isinstance(tools, Toolbox):
+            return factory
+        selector = Selector(tools.index, tools.ranker or load_ranker(None))
+
+        def selecting(seed: int) -> Policy:
+            return SelectedFinalList(factory(seed), selector, final_docs)
+
+        return selecting
+
+    return bind
 
 
 def _local_factory(loaded: Any, engine: str, temperature: float, name: str) -> PolicyFactory:
