@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from sleuth.eval import EvalConfig, run_eval
-from sleuth.eval.aggregate import bootstrap_interval
+from sleuth.eval.aggregate import bootstrap_interval, paired_bootstrap_difference
 from sleuth.eval.runner import RESULTS, load_results
 from sleuth.harness.budget import BudgetConfig
 from sleuth.harness.loop import HarnessConfig
@@ -288,6 +288,7 @@ def evaluate(
     for key, column in values.items():
         result[key] = float(np.mean(column))
         result[f"{key}_ci"] = list(bootstrap_interval(column))
+    result["recall_at_5_by_question"] = values["recall_at_5"]  # for paired differences
     return result
 
 
@@ -413,19 +414,24 @@ def rollout_speed(
 # ---------------------------------------------------------------- report
 
 
-def table(rows: dict[str, dict[str, Any]]) -> str:
-    """Markdown: one row per policy, each metric with its 95% interval."""
+def table(rows: dict[str, dict[str, Any]], baseline: str = "single-pass") -> str:
+    """Markdown: one row per policy, each metric with its 95% interval, and R@5 minus the
+    baseline's with a paired bootstrap interval (same questions)."""
     headers = [
         "policy",
         "n",
         *(f"{LABELS[m]} [95% CI]" for m in METRICS),
+        f"ΔR@5 vs {baseline} [95% CI]",
         "traj. recall",
         "malformed",
     ]
+    base = rows[baseline]["recall_at_5_by_question"]
     lines = ["| " + " | ".join(headers) + " |", "|---" * len(headers) + "|"]
     for name, r in rows.items():
         cells = [name, str(r["n"])]
         cells += [f"{r[m]:.3f} [{r[m + '_ci'][0]:.3f}, {r[m + '_ci'][1]:.3f}]" for m in METRICS]
+        delta, (low, high) = paired_bootstrap_difference(r["recall_at_5_by_question"], base)
+        cells.append("–" if name == baseline else f"{delta:+.3f} [{low:+.3f}, {high:+.3f}]")
         cells += [f"{r['trajectory_recall']:.3f}", f"{r['malformed']:.3f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
