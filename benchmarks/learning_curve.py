@@ -261,6 +261,8 @@ def policy_settings(preset: Preset, pools: dict[str, list[Task]], phase: str, no
             "system_prompt": h.system_prompt,
         },
         "tools": {"search_max_chunks": preset.chunks_per_search, "ranker": True},
+        # measured: the selector orders what the student found better than the student does
+        "final_list": "selector",
         "preset": asdict(preset),
     }
 

