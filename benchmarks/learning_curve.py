@@ -377,6 +377,17 @@ def train_rl(
     return run_rl(config, tasks, tools)
 
 
+def curve_steps(out: Path, planned: Sequence[int], last: int) -> list[int]:
+    """RL steps on the curve: the planned ones reached, any evaluated before (a resumed or
+    reported run keeps its earlier points), and the last."""
+    done = {
+        int(p.name.removeprefix("eval-rl-"))
+        for p in out.glob("eval-rl-*")
+        if p.name.removeprefix("eval-rl-").isdigit()
+    }
+    return sorted({s for s in (*planned, *done) if s < last} | {last})
+
+
 def rl_checkpoint(out: Path, step: int) -> Path:
     folder = out / "rl" / "checkpoints" / f"step_{step:06d}"
     if not folder.exists():
@@ -606,7 +617,7 @@ def main() -> None:
             if line.strip()
         }
         assert not rolled & {t.id for t in heldout}, "a held-out question was rolled out in RL"
-        for step in (*[s for s in preset.eval_steps if s < last], last):
+        for step in curve_steps(out, preset.eval_steps, last):
             adapter = rl_checkpoint(out, step)
             point = timed(
                 f"eval rl {step}",
