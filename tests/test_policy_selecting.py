@@ -7,14 +7,14 @@ from __future__ import annotations
 import pytest
 
 from sleuth.errors import InputError
-from sleuth.eval.heuristic import trail
-from sleuth.eval.transcript import final_answer, observations, query_of
 from sleuth.harness import load_trajectory, run_query
 from sleuth.index import Index
 from sleuth.policies import ScriptedPolicy, build_policy
+from sleuth.policies.heuristic import trail
 from sleuth.policies.scripted import call, turn
 from sleuth.policies.selecting import SelectedFinalList
 from sleuth.policies.spec import PolicyOptions
+from sleuth.policies.transcript import final_answer, observations, query_of
 from sleuth.ranking.model import load_ranker
 from sleuth.ranking.selector import Selector
 from sleuth.tools.spec import SEARCH_CORPUS

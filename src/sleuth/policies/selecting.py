@@ -4,16 +4,16 @@ A small model can learn *where* to search from a teacher, but not the teacher's 
 selector ranks with corpus-wide BM25/dense evidence and link features that are not in the
 model's context. So the model's final reply is kept as its decision to stop, and its list is
 replaced by the selector's order over every document still in view, as the heuristic agent
-answers (:meth:`sleuth.eval.heuristic.HeuristicAgent._answer`).
+answers (:meth:`sleuth.policies.heuristic.HeuristicAgent._answer`).
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from sleuth.eval.heuristic import trail
-from sleuth.eval.transcript import final_answer, observations, query_of
 from sleuth.harness.policy import Policy, PolicyOutput
+from sleuth.policies.heuristic import trail
+from sleuth.policies.transcript import final_answer, observations, query_of
 from sleuth.ranking.selector import Selector
 
 
