@@ -89,7 +89,7 @@ class HeuristicAgent:
                 if index == 1 and ranked and _has_more_chunks(ranked[0][0], seen):
                     calls.append(call(READ_DOCUMENT, doc_id=ranked[0][0]))
                 return turn(*calls)
-        return self._answer(ranked, seen)
+        return self.answer(ranked, seen)
 
     # -- ordering ------------------------------------------------------------------------
     def rank(self, question: str, seen: list[ToolReply]) -> list[tuple[str, float]]:
@@ -165,7 +165,8 @@ class HeuristicAgent:
         docs = {doc_id_of(c.id) for o in seen for c in o.chunks}
         return {self.selector.title(d).lower() for d in docs} - {""}
 
-    def _answer(self, ranked: list[tuple[str, float]], seen: list[ToolReply]) -> Reply:
+    def answer(self, ranked: list[tuple[str, float]], seen: list[ToolReply]) -> str:
+        """The final reply: the best ``final_docs`` of ``ranked``, each saying how it was ranked."""
         searches = sum(o.tool == SEARCH_CORPUS for o in seen)
         how = "learned selection" if self.selector else "reciprocal rank fusion"
         why = f"ranked {{}} by {how} over {searches} searches"
