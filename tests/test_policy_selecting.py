@@ -4,6 +4,8 @@ everything in view, and an answer with nothing in view stands."""
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from sleuth.errors import InputError
@@ -13,7 +15,7 @@ from sleuth.policies import ScriptedPolicy, build_policy
 from sleuth.policies.heuristic import trail
 from sleuth.policies.scripted import call, turn
 from sleuth.policies.selecting import SelectedFinalList
-from sleuth.policies.spec import PolicyOptions
+from sleuth.policies.spec import ADAPTER_SETTINGS, PolicyOptions
 from sleuth.policies.transcript import final_answer, observations, query_of
 from sleuth.ranking.model import load_ranker
 from sleuth.ranking.selector import Selector
@@ -75,3 +77,12 @@ def test_local_models_take_the_selector_when_asked(tmp_path, small_index):
         assert isinstance(factory(0), SelectedFinalList) is wrapped
     with pytest.raises(InputError, match="unknown final list"):
         PolicyOptions(final_list="teacher")
+
+
+def test_an_adapter_naming_an_unknown_final_list_is_refused(tmp_path):
+    tiny = build_tiny_model(tmp_path / "tiny", seed=0)
+    adapter = tmp_path / "adapter"
+    adapter.mkdir()
+    (adapter / ADAPTER_SETTINGS).write_text(json.dumps({"final_list": "teacher"}))
+    with pytest.raises(InputError, match="final_list 'teacher' unknown"):
+        build_policy(f"local:{tiny}", PolicyOptions(engine="transformers", adapter=str(adapter)))

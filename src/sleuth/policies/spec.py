@@ -337,11 +337,16 @@ def _local(spec: PolicySpec, options: PolicyOptions) -> BuiltPolicy:
     for needed in (path, adapter):
         if needed is not None and not Path(needed).exists():
             raise InputError(f"policy {spec}: {needed} does not exist")
+    settings = adapter_settings(adapter)
+    final_list = options.final_list or settings.get("final_list", "model")
+    if final_list not in FINAL_LISTS:  # checked before the weights load
+        raise InputError(
+            f"{Path(str(adapter)) / ADAPTER_SETTINGS}: final_list {final_list!r} unknown; "
+            f"use one of {FINAL_LISTS}"
+        )
     loaded = LocalHFPolicy.load(path, adapter=adapter)
     name = Path(str(adapter or path)).name
     factory = _local_factory(loaded, options.engine, options.temperature or 0.0, name)
-    settings = adapter_settings(adapter)
-    final_list = options.final_list or settings.get("final_list", "model")
     final_docs = settings.get("harness", {}).get("max_documents", MAX_DOCUMENTS)
     bind = _selected_final_list(factory, final_docs) if final_list == "selector" else None
     if not settings:
