@@ -14,11 +14,13 @@ time, prompt included.
 * ``ct2-float32 xN`` / ``ct2-int8 xN``: the same engines serving N rollouts at once (threads, as
   ``rollout_workers`` runs them in RL); their decode calls share batches, and tokens/s counts
   the tokens of all N replies over the wall time of the slowest.
-* ``llama.cpp``: the floor, the GGUF itself through ``llama-cpp-python``, when it is installed
-  (it builds from source at install; reported as not measured otherwise).
+* ``llama.cpp``: the floor, the GGUF itself through llama.cpp's C API and its sampler, one
+  rollout at a time, from the prebuilt CPU module of ``llama-cpp-cffi`` when it is installed
+  (``llama-cpp-python`` has no wheel and builds from source for over 10 minutes on 2 cores);
+  reported as not measured otherwise.
 
 Usage: ``python benchmarks/rollout_speed.py [--rounds 3] [--max-tokens 64] [--threads 2]
-[--concurrency 8]``
+[--concurrency 8 32] [--json out.json]``
 """
 
 from __future__ import annotations
@@ -51,9 +53,9 @@ from sleuth.train.sequences import sequence_logprobs
 
 QUERY = "Which bridge over the Tyne was designed by the engineer of the Sydney Harbour Bridge?"
 TWO_WIKI = "data/benchmarks/2wikimultihopqa/2wikimultihopqa_dev_200.jsonl"
-LLAMA_BUILD_NOTE = (
-    "llama-cpp-python is not installed: it has no prebuilt PyPI wheel and its source build did "
-    "not finish within 10 minutes on this 2-core machine"
+LLAMA_INSTALL = (
+    "pip install --no-deps llama-cpp-cffi==0.4.17  # prebuilt llama.cpp; later wheels need "
+    "glibc 2.34 and GCC 14's libstdc++"
 )
 
 Messages = list[dict[str, Any]]
@@ -106,19 +108,64 @@ def batched_sampler(engine: Any, n: int) -> Sampler:
     return sample
 
 
-def llama_sampler(render: Callable[[Messages], list[int]], threads: int) -> Sampler | None:
-    if importlib.util.find_spec("llama_cpp") is None:
-        return None
-    from llama_cpp import Llama
+def llama_cpp() -> tuple[Any, Any] | None:
+    """llama.cpp's C API (``lib``, ``ffi``) from llama-cpp-cffi's prebuilt CPU module, or None.
 
-    llm = Llama(str(smollm2_gguf_path()), n_ctx=4096, n_threads=threads, verbose=False)
+    The module is loaded from its file: the package's ``__init__`` imports pinned versions of
+    transformers and huggingface-hub that this environment does not have.
+    """
+    spec = importlib.util.find_spec("llama")
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    found = sorted(Path(spec.submodule_search_locations[0]).glob("_llama_cpp_cpu*.so"))
+    if not found:
+        return None
+    module_spec = importlib.util.spec_from_file_location("_llama_cpp_cpu", found[0])
+    assert module_spec is not None and module_spec.loader is not None
+    module = importlib.util.module_from_spec(module_spec)
+    module_spec.loader.exec_module(module)
+    lib, ffi = module.lib, module.ffi
+
+    @ffi.def_extern(name="llama_cpp_cffi_ggml_log_callback")
+    def _quiet(level: Any, text: Any, user_data: Any) -> None:
+        return None
+
+    lib.llama_log_set(lib.llama_cpp_cffi_ggml_log_callback, ffi.NULL)
+    lib.llama_backend_init()
+    return lib, ffi
+
+
+def llama_sampler(render: Callable[[Messages], list[int]], threads: int) -> Sampler | None:
+    """The GGUF through llama.cpp's own decode loop and sampler (T = 1, whole vocabulary)."""
+    loaded = llama_cpp()
+    if loaded is None:
+        return None
+    lib, ffi = loaded
+    path = str(smollm2_gguf_path()).encode()
+    model = lib.llama_model_load_from_file(path, lib.llama_model_default_params())
+    params = lib.llama_context_default_params()
+    params.n_ctx = params.n_batch = 4096
+    params.n_threads = params.n_threads_batch = threads
+    context = lib.llama_init_from_model(model, params)
+    vocab = lib.llama_model_get_vocab(model)
+    chain = lib.llama_sampler_chain_init(lib.llama_sampler_chain_default_params())
+    lib.llama_sampler_chain_add(chain, lib.llama_sampler_init_dist(0))
+
+    def decode(ids: list[int]) -> None:
+        tokens = ffi.new("llama_token[]", ids)
+        if lib.llama_decode(context, lib.llama_batch_get_one(tokens, len(ids))) != 0:
+            raise RuntimeError("llama_decode failed")
 
     def sample(messages: Messages, max_tokens: int) -> tuple[list[int], list[float] | None]:
-        ids = []
-        for token in llm.generate(render(messages), temp=1.0, top_k=0, top_p=1.0, reset=True):
-            if token == llm.token_eos() or len(ids) == max_tokens:
-                break
+        lib.llama_kv_cache_clear(context)  # each call reads its whole prompt, as the others do
+        decode(render(messages))
+        ids: list[int] = []
+        while len(ids) < max_tokens:
+            token = lib.llama_sampler_sample(chain, context, -1)
             ids.append(token)
+            if lib.llama_vocab_is_eog(vocab, token):
+                break
+            decode([token])
         return ids, None
 
     return sample
@@ -137,7 +184,10 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
-    parser.add_argument("--concurrency", type=int, default=8, help="rollouts at once (batched)")
+    parser.add_argument(
+        "--concurrency", type=int, nargs="+", default=[8, 32], help="rollouts at once (batched)"
+    )
+    parser.add_argument("--json", type=Path, default=None, help="also write the rates here")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
 
@@ -154,7 +204,8 @@ def main() -> None:
         name = f"ct2-{compute_type.split('_')[0]}"
         print(f"{name}: weight sync (merge + convert + load) {time.perf_counter() - started:.1f} s")
         samplers[name] = policy_sampler(engine, 0)
-        samplers[f"{name} x{args.concurrency}"] = batched_sampler(engine, args.concurrency)
+        for n in args.concurrency:
+            samplers[f"{name} x{n}"] = batched_sampler(engine, n)
 
     def render(messages: Messages) -> list[int]:
         return local.policy(0).render(messages, TOOL_SCHEMAS)
@@ -178,7 +229,10 @@ def main() -> None:
             tokens[p, e] += len(ids)
             if logprobs is not None:
                 gaps[e].append(mismatch(model, render(messages[p]), ids, logprobs))
-    report(list(messages), list(samplers), tokens, seconds, gaps)
+    rates = report(list(messages), list(samplers), tokens, seconds, gaps)
+    if args.json is not None:
+        result = {"settings": vars(args) | {"json": str(args.json)}, "tokens_per_s": rates}
+        args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
 
 
 def report(
@@ -187,8 +241,9 @@ def report(
     tokens: dict[tuple[str, str], int],
     seconds: dict[tuple[str, str], float],
     gaps: dict[str, list[float]],
-) -> None:
-    """One row per engine: tokens/s on each prompt and overall; ratios of the overall rates."""
+) -> dict[str, dict[str, float]]:
+    """One row per engine: tokens/s on each prompt and overall; ratios of the overall rates.
+    Returns the rates, engine -> column -> tokens/s."""
     columns = [*prompt_names, "all"]
     rate = {}
     for e in engines:
@@ -205,7 +260,8 @@ def report(
         gap = f"{statistics.fmean(gaps[e]):.1e}" if gaps[e] else "-"
         print(f"{e:<16}{cells}{rate['all', e] / base:>16.2f}x{vs_floor:>14}{gap:>10}")
     if floor is None:
-        print(f"\nllama.cpp floor: not measured ({LLAMA_BUILD_NOTE})")
+        print(f"\nllama.cpp floor: not measured; to measure it: {LLAMA_INSTALL}")
+    return {e: {c: rate[c, e] for c in columns} for e in engines}
 
 
 if __name__ == "__main__":
