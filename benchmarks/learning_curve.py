@@ -396,6 +396,28 @@ def rl_checkpoint(out: Path, step: int) -> Path:
     return folder / "model"
 
 
+def lora_delta(adapter: Path) -> dict[str, np.ndarray]:
+    """Each adapted weight's update, scale · B A, keyed by its LoRA A tensor's name."""
+    from safetensors.numpy import load_file
+
+    config = json.loads((adapter / "adapter_config.json").read_text("utf-8"))
+    scale = config["lora_alpha"] / config["r"]
+    weights = load_file(str(adapter / "adapter_model.safetensors"))
+    return {
+        name: scale * (weights[name.replace("lora_A", "lora_B")] @ A).astype(np.float64)
+        for name, A in weights.items()
+        if "lora_A" in name
+    }
+
+
+def adapter_drift(sft: Path, rl: Path) -> float:
+    """How far RL moved the weights, relative to how far SFT moved them from the base model:
+    ‖ΔW_rl − ΔW_sft‖ / ‖ΔW_sft‖ over all adapted matrices (the RL run starts from SFT's LoRA)."""
+    before, after = lora_delta(sft), lora_delta(rl)
+    moved = sum(float(np.sum((after[k] - before[k]) ** 2)) for k in before)
+    return (moved / sum(float(np.sum(d**2)) for d in before.values())) ** 0.5
+
+
 def rollout_speed(
     model: Path, adapter: Path, tasks: list[Task], tools: Toolbox, harness, out: Path
 ):
@@ -601,6 +623,7 @@ def main() -> None:
     speed = timed("speed", rollout_speed, model, sft_adapter, heldout[:4], tools, harness, out)
     curve = [{"step": 0, **rows["sft"]}]
     log: list[dict[str, Any]] = []
+    drift: dict[int, float] = {}
     if args.stop_after != "sft":
         if args.report_now:  # RL so far, without training further: its latest checkpoint
             log = read_log(out / "rl" / "metrics.jsonl")
@@ -630,6 +653,12 @@ def main() -> None:
                 out,
             )
             curve.append({"step": step, **point})
+        drift = {
+            step: adapter_drift(sft_adapter, rl_checkpoint(out, step))
+            for step in range(1, last + 1)
+        }
+        for point in curve[1:]:
+            point["drift"] = drift[point["step"]]
         rows[f"rl (step {last})"] = curve[-1]
         rows[f"rl+selector (step {last})"] = timed(
             "eval rl+selector",
@@ -656,6 +685,8 @@ def main() -> None:
         f"rollout speed (SFT student, same prompts): transformers {speed['transformers']:.1f} tok/s, "
         f"ct2 {speed['ct2']:.1f} tok/s ({speed['speedup']:.2f}x)",
         group_stats(log or read_log(out / "rl" / "metrics.jsonl")),
+        "RL weight drift (‖ΔW_rl − ΔW_sft‖ / ‖ΔW_sft‖ of the LoRA update) by step: "
+        + ", ".join(f"{step} {d:.3f}" for step, d in drift.items()),
         "time (min): " + ", ".join(f"{k} {v / 60:.1f}" for k, v in timings.items()),
     ]
     text = markdown + "\n\n" + "\n".join(f"- {n}" for n in notes) + "\n"
@@ -670,6 +701,7 @@ def main() -> None:
         "rollout_tokens_per_s": {k: speed[k] for k in ("transformers", "ct2")},
         "sft_report": sft_report,
         "curve": curve,
+        "rl_drift_by_step": drift,
         **{key.split(" ")[0]: row for key, row in rows.items()},
     }
     atomic_write_text(out / "learning_curve.md", text)

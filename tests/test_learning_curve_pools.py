@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import importlib.util
+import json
 import sys
 from pathlib import Path
 
+import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -58,3 +61,26 @@ def test_pools_keep_held_out_questions_out_of_training(sizes, per_dataset, per_s
         assert sum(i.startswith(name + "-") for i in ids["heldout"]) == min(per_dataset, len(held))
     assert len(pools["rl"]) <= preset.rl_pool
     assert pools == lc.task_pools(by_source, preset, seed)  # the same run resumes the same pools
+
+
+def _adapter(folder: Path, A: np.ndarray, B: np.ndarray, alpha: int = 32, r: int = 2) -> Path:
+    from safetensors.numpy import save_file
+
+    folder.mkdir()
+    (folder / "adapter_config.json").write_text(json.dumps({"lora_alpha": alpha, "r": r}))
+    save_file(
+        {"m.q_proj.lora_A.weight": A, "m.q_proj.lora_B.weight": B},
+        str(folder / "adapter_model.safetensors"),
+    )
+    return folder
+
+
+def test_adapter_drift_is_rl_move_relative_to_sft_move(tmp_path):
+    rng = np.random.default_rng(0)
+    A = rng.normal(size=(2, 6)).astype(np.float32)
+    B = rng.normal(size=(5, 2)).astype(np.float32)
+    sft = _adapter(tmp_path / "sft", A, B)
+    assert lc.adapter_drift(sft, _adapter(tmp_path / "same", A, B)) == 0.0
+    # B scaled by 1.1: the update scale·BA grows by 10% of itself, whatever the LoRA scale.
+    drift = lc.adapter_drift(sft, _adapter(tmp_path / "rl", A, 1.1 * B))
+    assert drift == pytest.approx(0.1, rel=1e-5)
