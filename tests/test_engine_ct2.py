@@ -11,6 +11,7 @@ import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from types import SimpleNamespace
 
 import numpy as np
 import pytest
@@ -24,6 +25,7 @@ from sleuth.errors import ConfigError, InputError
 from sleuth.policies.ct2 import (
     CT2Policy,
     CT2RolloutEngine,
+    _Request,
     merged_state_dict,
     tempered_logprob,
 )
@@ -305,3 +307,37 @@ def test_concurrent_calls_are_decoded_in_one_batch_each_as_if_alone(student) -> 
 class _Broken:
     def generate_batch(self, *args, **kwargs):
         raise RuntimeError("decoder failed")
+
+
+@given(
+    waiting=st.lists(st.tuples(st.integers(1, 30), st.sampled_from([(), ("s",)])), max_size=12),
+    max_batch=st.integers(1, 5),
+    max_batch_tokens=st.integers(1, 40),
+)
+def test_batches_keep_arrival_order_and_the_size_and_token_caps(
+    waiting, max_batch, max_batch_tokens
+) -> None:
+    """Every waiting call is served exactly once; a batch shares one cached prefix, holds at most
+    ``max_batch`` calls and ``max_batch_tokens`` prompt tokens unless it is one call alone, and
+    takes the oldest call of its prefix first."""
+    requests = [_Request(["t"] * n, static, 4) for n, static in waiting]
+    engine = SimpleNamespace(
+        _waiting=list(requests), max_batch=max_batch, max_batch_tokens=max_batch_tokens
+    )
+    served = []
+    while engine._waiting:
+        oldest = engine._waiting[0]
+        batch = CT2RolloutEngine._take(engine)
+        assert batch[0] is oldest
+        assert len({r.static for r in batch}) == 1 and len(batch) <= max_batch
+        assert len(batch) == 1 or sum(len(r.tokens) for r in batch) <= max_batch_tokens
+        served += batch
+    assert sorted(map(id, served)) == sorted(map(id, requests))
+
+
+def test_long_prompts_are_not_batched_together() -> None:
+    """Three 4-token prompts under a 10-token cap: two go together, the third waits."""
+    requests = [_Request(["t"] * 4, (), 4) for _ in range(3)]
+    engine = SimpleNamespace(_waiting=list(requests), max_batch=8, max_batch_tokens=10)
+    assert CT2RolloutEngine._take(engine) == requests[:2]
+    assert CT2RolloutEngine._take(engine) == requests[2:]

@@ -22,7 +22,10 @@ from a prebuilt PyPI wheel.
 * **Batching.** Rollouts run in threads (``rollout_workers``); their decode calls are coalesced:
   one thread at a time drives the generator over every prompt waiting at that moment (one
   ``generate_batch``, one decode loop for all), so a 135M model's per-token overhead is paid
-  once per batch instead of once per rollout. Each reply is cut at its own length limit.
+  once per batch instead of once per rollout. Each reply is cut at its own length limit. A batch
+  reads at most ``max_batch_tokens`` prompt tokens: CTranslate2 copies its growing KV cache every
+  decode step, so long prompts decoded together run slower than one after another (measured on
+  2 cores: eight 1.1k-token prompts, 32 new tokens each, 40 s batched vs 21 s in turn).
 * **Seeds.** CTranslate2 keeps one RNG per worker thread, seeded once, so a rollout's samples are
   not a function of its seed: a resumed run redoes a lost step with fresh samples.
 """
@@ -200,6 +203,8 @@ class CT2RolloutEngine:
         compute_type: ``float32`` (closest to the trainer), ``int8_float32`` or ``int8``.
         threads: CPU threads of the generator (0: CTranslate2's default).
         max_batch: most concurrent decode calls served by one ``generate_batch``.
+        max_batch_tokens: most prompt tokens (after the cached system message) one
+            ``generate_batch`` reads; a longer single prompt still runs, alone.
     """
 
     def __init__(
@@ -212,11 +217,14 @@ class CT2RolloutEngine:
         compute_type: str = "float32",
         threads: int = 0,
         max_batch: int = 16,
+        max_batch_tokens: int = 2048,
     ):
         if temperature < 0:
             raise ConfigError(f"temperature ({temperature}) must be >= 0")
-        if max_batch < 1:
-            raise ConfigError(f"max_batch ({max_batch}) must be at least 1")
+        if max_batch < 1 or max_batch_tokens < 1:
+            raise ConfigError(
+                f"max_batch ({max_batch}) and max_batch_tokens ({max_batch_tokens}) must be >= 1"
+            )
         if compute_type not in COMPUTE_TYPES:
             raise ConfigError(f"compute_type {compute_type!r} unknown; use one of {COMPUTE_TYPES}")
         _require_ct2()
@@ -228,6 +236,7 @@ class CT2RolloutEngine:
         self.compute_type = compute_type
         self.threads = threads
         self.max_batch = max_batch
+        self.max_batch_tokens = max_batch_tokens
         self.generator: Any = None
         self.stop_ids = sorted(stop_ids(tokenizer, model))
         self.batch_sizes: list[int] = []  # of every generate_batch call, for throughput stats
@@ -273,9 +282,19 @@ class CT2RolloutEngine:
         return request.ids, request.logprobs
 
     def _take(self) -> list[_Request]:
-        """Up to ``max_batch`` waiting calls that share the first one's cached prefix."""
+        """Waiting calls that share the first one's cached prefix, in arrival order, up to
+        ``max_batch`` of them and ``max_batch_tokens`` prompt tokens (the first always)."""
         static = self._waiting[0].static
-        batch = [r for r in self._waiting if r.static == static][: self.max_batch]
+        batch: list[_Request] = []
+        tokens = 0
+        for r in self._waiting:
+            if r.static != static:
+                continue
+            full = len(batch) == self.max_batch or tokens + len(r.tokens) > self.max_batch_tokens
+            if batch and full:
+                break
+            batch.append(r)
+            tokens += len(r.tokens)
         self._waiting = [r for r in self._waiting if r not in batch]
         return batch
 
