@@ -138,6 +138,9 @@ PRESETS = {
         eval_steps=(8,),
         rollout_compute_type="int8",  # ~1.6x the float32 rollouts; mismatch logged per step
         autocast_bf16=True,  # ~1.45x the float32 update on 2 cores
+        # At 5e-5, 15 steps moved the adapter 6% as far as SFT had (drift at step 15: 0.063)
+        # and held-out R@5 did not move beyond its interval; 4x lets RL move it about 25%.
+        rl_lr=2e-4,
     ),
     # One GPU (an H100/H200 class card): bigger budget, more turns, 16 x 8 rollouts a step.
     "cuda": Preset(
