@@ -22,7 +22,7 @@ far smaller than on ``decode``.
   (``llama-cpp-python`` has no wheel and builds from source for over 10 minutes on 2 cores);
   reported as not measured otherwise.
 
-Usage: ``python benchmarks/rollout_speed.py [--rounds 3] [--max-tokens 64] [--threads 2]
+Usage: ``python benchmarks/rollout_speed.py [--rounds 2] [--max-tokens 64] [--threads 2]
 [--concurrency 8] [--json out.json]``
 """
 
@@ -224,25 +224,25 @@ def main() -> None:
     llama = llama_sampler(render, args.threads)
     if llama is not None:
         samplers["llama.cpp"] = llama
-    messages = prompts()
-    sizes = ", ".join(f"{p} {len(render(m))}" for p, m in messages.items())
+    cases = prompts()
+    sizes = ", ".join(f"{p} {len(render(m))}" for p, m in cases.items())
     print(f"prompt tokens: {sizes}; {args.rounds} rounds of <= {args.max_tokens} new tokens")
 
-    cells = [(p, e) for p in messages for e in samplers]
+    cells = [(p, e) for p in cases for e in samplers]
     tokens = dict.fromkeys(cells, 0)
     seconds = dict.fromkeys(cells, 0.0)
     gaps: dict[str, list[float]] = {e: [] for e in samplers}
     for _ in range(args.rounds):
         for p, e in cells:
             started = time.perf_counter()
-            ids, logprobs = samplers[e](messages[p], args.max_tokens)
+            ids, logprobs = samplers[e](cases[p], args.max_tokens)
             took = time.perf_counter() - started
             seconds[p, e] += took
             tokens[p, e] += len(ids)
             print(f"  {p}, {e}: {len(ids)} tokens in {took:.1f} s", flush=True)
             if logprobs is not None:
-                gaps[e].append(mismatch(model, render(messages[p]), ids, logprobs))
-    rates = report(list(messages), list(samplers), tokens, seconds, gaps)
+                gaps[e].append(mismatch(model, render(cases[p]), ids, logprobs))
+    rates = report(list(cases), list(samplers), tokens, seconds, gaps)
     if args.json is not None:
         result = {"settings": vars(args) | {"json": str(args.json)}, "tokens_per_s": rates}
         args.json.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
