@@ -152,6 +152,8 @@ def test_engine_refuses_settings_that_cannot_work(student) -> None:
         CT2RolloutEngine(model, tokenizer, temperature=-1.0)
     with pytest.raises(ConfigError, match="compute_type"):
         CT2RolloutEngine(model, tokenizer, compute_type="int3")
+    with pytest.raises(ConfigError, match=r"max_batch_tokens \(0\) must be >= 1"):
+        CT2RolloutEngine(model, tokenizer, max_batch_tokens=0)
     with pytest.raises(ConfigError, match="rollout engine 'vllm'"):
         RLConfig(rollout_engine="vllm")  # type: ignore[arg-type]
 
