@@ -293,7 +293,8 @@ def evaluate(
     for key, column in values.items():
         result[key] = float(np.mean(column))
         result[f"{key}_ci"] = list(bootstrap_interval(column))
-    result["recall_at_5_by_question"] = values["recall_at_5"]  # for paired differences
+    for metric in METRICS:  # for paired differences over the same questions
+        result[f"{metric}_by_question"] = values[metric]
     return result
 
 
@@ -473,6 +474,33 @@ def table(rows: dict[str, dict[str, Any]], baseline: str = "single-pass") -> str
         cells += [f"{r['trajectory_recall']:.3f}", f"{r['malformed']:.3f}"]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def paired_gains(rows: dict[str, dict[str, Any]], pairs: Sequence[tuple[str, str]]) -> dict:
+    """Each metric of ``after`` minus ``before`` on the same questions, with a paired bootstrap
+    95% interval: RL beats SFT beyond the interval when the whole interval is above 0."""
+    gains: dict[str, dict[str, Any]] = {}
+    for after, before in pairs:
+        if after not in rows or before not in rows:
+            continue
+        gains[f"{after} - {before}"] = {}
+        for metric in METRICS:
+            delta, interval = paired_bootstrap_difference(
+                rows[after][f"{metric}_by_question"], rows[before][f"{metric}_by_question"]
+            )
+            gains[f"{after} - {before}"][metric] = {"delta": delta, "ci": list(interval)}
+    return gains
+
+
+def gain_lines(gains: dict[str, dict[str, Any]]) -> list[str]:
+    return [
+        f"{name} (paired, same questions): "
+        + ", ".join(
+            f"{LABELS[m]} {g[m]['delta']:+.3f} [{g[m]['ci'][0]:+.3f}, {g[m]['ci'][1]:+.3f}]"
+            for m in METRICS
+        )
+        for name, g in gains.items()
+    ]
 
 
 def group_stats(log: list[dict[str, Any]]) -> str:
@@ -679,6 +707,12 @@ def main() -> None:
         )
 
     markdown = table(rows)
+    last_rl = [k for k in rows if k.startswith("rl (")]
+    gains = paired_gains(
+        rows,
+        [(k, "sft") for k in last_rl]
+        + [(k.replace("rl (", "rl+selector ("), "sft+selector") for k in last_rl],
+    )
     notes = [
         f"held-out questions: {len(heldout)} ({preset.heldout_per_dataset} each of HotpotQA, MuSiQue, 2Wiki; "
         "combined pooled corpus); greedy decoding; 95% bootstrap intervals over questions",
@@ -687,6 +721,7 @@ def main() -> None:
         f"{sft_report['loss_before']} -> {sft_report['loss_after']}",
         f"rollout speed (SFT student, same prompts): transformers {speed['transformers']:.1f} tok/s, "
         f"ct2 {speed['ct2']:.1f} tok/s ({speed['speedup']:.2f}x)",
+        *gain_lines(gains),
         group_stats(log or read_log(out / "rl" / "metrics.jsonl")),
         "RL weight drift (‖ΔW_rl − ΔW_sft‖ / ‖ΔW_sft‖ of the LoRA update) by step: "
         + ", ".join(f"{step} {d:.3f}" for step, d in drift.items()),
@@ -705,6 +740,7 @@ def main() -> None:
         "sft_report": sft_report,
         "curve": curve,
         "rl_drift_by_step": drift,
+        "rl_vs_sft": gains,
         **{key.split(" ")[0]: row for key, row in rows.items()},
     }
     atomic_write_text(out / "learning_curve.md", text)

@@ -84,3 +84,24 @@ def test_adapter_drift_is_rl_move_relative_to_sft_move(tmp_path):
     # B scaled by 1.1: the update scale·BA grows by 10% of itself, whatever the LoRA scale.
     drift = lc.adapter_drift(sft, _adapter(tmp_path / "rl", A, 1.1 * B))
     assert drift == pytest.approx(0.1, rel=1e-5)
+
+
+def _row(r5: list[float]) -> dict:
+    return {f"{m}_by_question": list(r5) for m in lc.METRICS}
+
+
+def test_paired_gain_of_rl_over_sft_is_per_question_and_its_interval_excludes_no_change():
+    before = [0.0, 0.5, 1.0, 0.5] * 10
+    rows = {
+        "sft": _row(before),
+        "rl (step 2)": _row([v + 0.25 for v in before]),  # every question gains a quarter
+        "same": _row(before),
+    }
+    gains = lc.paired_gains(rows, [("rl (step 2)", "sft"), ("same", "sft"), ("absent", "sft")])
+    assert set(gains) == {"rl (step 2) - sft", "same - sft"}
+    up = gains["rl (step 2) - sft"]["recall_at_5"]
+    assert up["delta"] == pytest.approx(0.25)
+    assert up["ci"] == pytest.approx([0.25, 0.25])  # no spread in the differences: no doubt
+    flat = gains["same - sft"]["reward"]
+    assert flat["delta"] == 0.0 and flat["ci"][0] <= 0.0 <= flat["ci"][1]
+    assert "R@5 +0.250 [+0.250, +0.250]" in lc.gain_lines(gains)[0]
