@@ -574,12 +574,20 @@ def main() -> None:
         action="store_true",
         help="report RL as far as it got (its latest checkpoint) without training further",
     )
+    parser.add_argument(
+        "--eval-steps",
+        type=lambda text: tuple(int(s) for s in text.split(",") if s.strip()),
+        default=None,
+        help="comma-separated RL steps evaluated besides the last (default: the preset's; '' none)",
+    )
     args = parser.parse_args()
     import torch
 
     torch.set_num_threads(args.threads)
     preset = PRESETS["smoke" if args.smoke else args.device]
     preset = replace(preset, device=args.device)
+    if args.eval_steps is not None:
+        preset = replace(preset, eval_steps=args.eval_steps)
     out = args.out / ("smoke" if args.smoke else args.device)
     out.mkdir(parents=True, exist_ok=True)
     model = args.model or smollm2_gguf_path()
