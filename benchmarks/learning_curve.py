@@ -422,6 +422,73 @@ def adapter_drift(sft: Path, rl: Path) -> float:
     return (moved / sum(float(np.sum(d**2)) for d in before.values())) ** 0.5
 
 
+def with_adapters(model_path: Path, adapters: dict[str, Path]) -> Any:
+    """The base model with every adapter of ``adapters`` loaded under its name (inference)."""
+    from peft import PeftModel
+
+    from sleuth.train.model import load_student
+
+    base, _ = load_student(StudentConfig(path=str(model_path), lora=False))
+    (first, path), *rest = adapters.items()
+    model = PeftModel.from_pretrained(base, str(path), adapter_name=first)
+    for name, folder in rest:
+        model.load_adapter(str(folder), adapter_name=name)
+    return model.eval()
+
+
+def policy_kl(model: Any, sequences: Sequence[Any], policy: str, reference: str) -> float:
+    """Mean KL(π_policy ‖ π_reference) over the whole vocabulary, at every position where a
+    reply token was written (``loss_mask``), between two adapters of ``model``: exact per
+    position, so it needs no samples from either policy."""
+    import torch
+
+    total, count = 0.0, 0
+    for seq in sequences:
+        ids = torch.tensor([seq.input_ids])
+        written = torch.tensor(seq.loss_mask[1:], dtype=torch.bool)  # logits at t predict t + 1
+        logp = {}
+        for name in (policy, reference):
+            model.set_adapter(name)
+            with torch.no_grad():
+                logits = model(input_ids=ids).logits[0, :-1][written]
+            logp[name] = torch.log_softmax(logits.double(), dim=-1)
+        kl = (logp[policy].exp() * (logp[policy] - logp[reference])).sum(-1)
+        total += float(kl.sum())
+        count += int(written.sum())
+    return total / count if count else float("nan")
+
+
+def kl_drift(
+    model_path: Path, sft: Path, checkpoints: dict[int, Path], out: Path, n: int = 8
+) -> dict[int, float]:
+    """KL(π_step ‖ π_SFT) per RL step, at the states the RL student visits: its replies on the
+    first ``n`` held-out questions of its own evaluation (``eval-rl-STEP``). Cached in
+    ``kl_drift.json``; a step without that evaluation is skipped."""
+    from sleuth.harness.trajectory import load_trajectory
+    from sleuth.train.render import recorded_turn_tokens
+    from sleuth.train.sequences import turns_to_sequences
+
+    path = out / "kl_drift.json"
+    done = (
+        {int(k): v for k, v in json.loads(path.read_text("utf-8")).items()} if path.exists() else {}
+    )
+    todo = {
+        s: a for s, a in checkpoints.items() if s not in done and (out / f"eval-rl-{s}").exists()
+    }
+    if todo:
+        model = with_adapters(model_path, {"sft": sft} | {f"rl{s}": a for s, a in todo.items()})
+        for step in todo:
+            runs = sorted((out / f"eval-rl-{step}" / "trajectories").glob("*.jsonl"))[:n]
+            sequences = [
+                seq
+                for run in runs
+                for seq in turns_to_sequences(recorded_turn_tokens(load_trajectory(run)))
+            ]
+            done[step] = policy_kl(model, sequences, f"rl{step}", "sft")
+        atomic_write_text(path, json.dumps(done, indent=2))
+    return {s: done[s] for s in checkpoints if s in done}
+
+
 def rollout_speed(
     model: Path, adapter: Path, tasks: list[Task], tools: Toolbox, harness, out: Path
 ):
@@ -696,8 +763,12 @@ def main() -> None:
             step: adapter_drift(sft_adapter, rl_checkpoint(out, step))
             for step in range(1, last + 1)
         }
+        kl = kl_drift(
+            model, sft_adapter, {p["step"]: rl_checkpoint(out, p["step"]) for p in curve[1:]}, out
+        )
         for point in curve[1:]:
             point["drift"] = drift[point["step"]]
+            point["kl_to_sft"] = kl.get(point["step"])
         rows[f"rl (step {last})"] = curve[-1]
         rows[f"rl+selector (step {last})"] = timed(
             "eval rl+selector",
@@ -733,6 +804,10 @@ def main() -> None:
         group_stats(log or read_log(out / "rl" / "metrics.jsonl")),
         "RL weight drift (‖ΔW_rl − ΔW_sft‖ / ‖ΔW_sft‖ of the LoRA update) by step: "
         + ", ".join(f"{step} {d:.3f}" for step, d in drift.items()),
+        "KL(π_RL ‖ π_SFT) per reply token, on the RL student's own held-out replies, by step: "
+        + ", ".join(
+            f"{p['step']} {p['kl_to_sft']:.4f}" for p in curve[1:] if p.get("kl_to_sft") is not None
+        ),
         "time (min): " + ", ".join(f"{k} {v / 60:.1f}" for k, v in timings.items()),
     ]
     text = markdown + "\n\n" + "\n".join(f"- {n}" for n in notes) + "\n"

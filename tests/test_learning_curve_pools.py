@@ -105,3 +105,78 @@ def test_paired_gain_of_rl_over_sft_is_per_question_and_its_interval_excludes_no
     flat = gains["same - sft"]["reward"]
     assert flat["delta"] == 0.0 and flat["ci"][0] <= 0.0 <= flat["ci"][1]
     assert "R@5 +0.250 [+0.250, +0.250]" in lc.gain_lines(gains)[0]
+
+
+@pytest.fixture(scope="module")
+def tiny_adapters(tmp_path_factory: pytest.TempPathFactory):
+    """A tiny model and LoRA adapters saved to disk: ``sft``, an identical copy, and two moves
+    of it (``moved`` and ``moved2``, twice as far)."""
+    import torch
+
+    from sleuth.train.model import StudentConfig, load_student
+    from sleuth.train.tiny import build_tiny_model
+
+    root = tmp_path_factory.mktemp("kl")
+    folder = build_tiny_model(root / "tiny", layers=2, hidden=64)
+    model, _ = load_student(StudentConfig(path=str(folder), lora_r=4, lora_alpha=8))
+    torch.manual_seed(0)
+    B = {n: p for n, p in model.named_parameters() if "lora_B" in n}
+    with torch.no_grad():
+        for p in B.values():
+            p.normal_(0.0, 0.3)
+    sft = {n: p.clone() for n, p in B.items()}
+    noise = {n: torch.randn_like(p) * 0.3 for n, p in B.items()}
+    paths = {}
+    for name, scale in (("sft", 0.0), ("same", 0.0), ("moved", 1.0), ("moved2", 2.0)):
+        with torch.no_grad():
+            for n, p in B.items():
+                p.copy_(sft[n] + scale * noise[n])
+        model.save_pretrained(root / name)
+        paths[name] = root / name
+    return folder, paths
+
+
+def _sequences(vocab: int) -> list:
+    from sleuth.train.sequences import TrainSequence
+
+    rng = np.random.default_rng(1)
+    out = []
+    for n, written in ((24, range(6, 14)), (30, range(20, 30))):
+        ids = tuple(int(i) for i in rng.integers(5, vocab, size=n))
+        mask = tuple(int(t in written) for t in range(n))
+        out.append(TrainSequence(ids, mask, tuple(0.0 for _ in ids), (0,)))
+    return out
+
+
+def test_kl_between_adapters_is_exact_at_written_positions_and_grows_with_the_move(tiny_adapters):
+    import torch
+    from peft import PeftModel
+
+    from sleuth.train.model import StudentConfig, load_student
+
+    folder, paths = tiny_adapters
+    model = lc.with_adapters(folder, paths)
+    seqs = _sequences(model.config.vocab_size)
+    assert lc.policy_kl(model, seqs, "same", "sft") == pytest.approx(0.0, abs=1e-9)
+    moved = lc.policy_kl(model, seqs, "moved", "sft")
+    assert 0.0 < moved < lc.policy_kl(model, seqs, "moved2", "sft")
+
+    # the same number from two separate models, at the positions that predict written tokens
+    def logp(name):
+        base, _ = load_student(StudentConfig(path=str(folder), lora=False))
+        m = PeftModel.from_pretrained(base, str(paths[name])).eval()
+        with torch.no_grad():
+            return [
+                torch.log_softmax(m(input_ids=torch.tensor([s.input_ids])).logits[0].double(), -1)
+                for s in seqs
+            ]
+
+    p, q = logp("moved"), logp("sft")
+    kls = [
+        float((p[i][t - 1].exp() * (p[i][t - 1] - q[i][t - 1])).sum())
+        for i, s in enumerate(seqs)
+        for t, m in enumerate(s.loss_mask)
+        if m
+    ]
+    assert moved == pytest.approx(float(np.mean(kls)), rel=1e-9)
+    assert np.isnan(lc.policy_kl(model, [], "moved", "sft"))
