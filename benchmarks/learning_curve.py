@@ -647,6 +647,11 @@ def main() -> None:
         default=None,
         help="comma-separated RL steps evaluated besides the last (default: the preset's; '' none)",
     )
+    parser.add_argument(
+        "--no-selector",
+        action="store_true",
+        help="skip the rows where the selector writes the student's list (two evaluations fewer)",
+    )
     args = parser.parse_args()
     import torch
 
@@ -712,16 +717,17 @@ def main() -> None:
     rows["sft"] = timed(
         "eval sft", evaluate, "sft", student(model, sft_adapter), heldout, tools, harness, out
     )
-    rows["sft+selector"] = timed(
-        "eval sft+selector",
-        evaluate,
-        "sft-selector",
-        student(model, sft_adapter, "selector"),
-        heldout,
-        tools,
-        harness,
-        out,
-    )
+    if not args.no_selector:
+        rows["sft+selector"] = timed(
+            "eval sft+selector",
+            evaluate,
+            "sft-selector",
+            student(model, sft_adapter, "selector"),
+            heldout,
+            tools,
+            harness,
+            out,
+        )
     atomic_write_text(
         out / "sft" / "sleuth_policy.json",
         json.dumps(policy_settings(preset, pools, "sft", command), indent=2),
@@ -770,16 +776,17 @@ def main() -> None:
             point["drift"] = drift[point["step"]]
             point["kl_to_sft"] = kl.get(point["step"])
         rows[f"rl (step {last})"] = curve[-1]
-        rows[f"rl+selector (step {last})"] = timed(
-            "eval rl+selector",
-            evaluate,
-            f"rl-{last}-selector",
-            student(model, rl_checkpoint(out, last), "selector"),
-            heldout,
-            tools,
-            harness,
-            out,
-        )
+        if not args.no_selector:
+            rows[f"rl+selector (step {last})"] = timed(
+                "eval rl+selector",
+                evaluate,
+                f"rl-{last}-selector",
+                student(model, rl_checkpoint(out, last), "selector"),
+                heldout,
+                tools,
+                harness,
+                out,
+            )
         atomic_write_text(
             out / "rl" / "sleuth_policy.json",
             json.dumps(policy_settings(preset, pools, "rl", command), indent=2),
