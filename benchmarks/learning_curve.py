@@ -490,29 +490,48 @@ def kl_drift(
 
 
 def rollout_speed(
-    model: Path, adapter: Path, tasks: list[Task], tools: Toolbox, harness, out: Path
-):
-    """Sampled tokens/s of the transformers policy and the CTranslate2 engine, side by side on
-    the same student and the same first prompts (greedy, one reply each)."""
+    model: Path, adapter: Path, tasks: list[Task], harness: HarnessConfig, preset: Preset, out: Path
+) -> dict[str, float]:
+    """Sampled tokens/s of RL's two rollout engines on the SFT student, as RL samples (the
+    LoRA-wrapped trainer model, temperature 1): transformers and CTranslate2 at the preset's
+    compute type. Each first prompt goes to both in turn, so load on the machine hits both."""
     path = out / "rollout_speed.json"
     if path.exists():
         return json.loads(path.read_text("utf-8"))
     from sleuth.harness.loop import TOOL_SCHEMAS
+    from sleuth.policies.ct2 import CT2RolloutEngine
+    from sleuth.train.model import load_student
+    from sleuth.train.rollout import LocalRolloutEngine
 
-    rates: dict[str, list[float]] = {"transformers": [], "ct2": []}
-    for engine in rates:
-        options = PolicyOptions(adapter=str(adapter), engine=engine, temperature=0.0)
-        make = build_policy(f"local:{model}", options).factory
-        for task in tasks:
-            messages = [
-                {"role": "system", "content": harness.system_prompt},
-                {"role": "user", "content": task.query},
-            ]
+    trainer, tokenizer = load_student(
+        StudentConfig(
+            path=str(model),
+            adapter=str(adapter),
+            lora_r=preset.lora_r,
+            lora_alpha=2 * preset.lora_r,
+        )
+    )
+    ct2 = f"ct2-{preset.rollout_compute_type}"
+    engines = {
+        "transformers": LocalRolloutEngine(trainer, tokenizer),
+        ct2: CT2RolloutEngine(trainer, tokenizer, compute_type=preset.rollout_compute_type),
+    }
+    tokens = dict.fromkeys(engines, 0)
+    seconds = dict.fromkeys(engines, 0.0)
+    for engine in engines.values():
+        engine.sync(trainer, 0)
+    for i, task in enumerate(tasks):
+        messages = [
+            {"role": "system", "content": harness.system_prompt},
+            {"role": "user", "content": task.query},
+        ]
+        for name, engine in engines.items():
             started = time.perf_counter()
-            reply = make(0).generate(messages, TOOL_SCHEMAS, harness.max_reply_tokens)
-            rates[engine].append(len(reply.token_ids or []) / (time.perf_counter() - started))
-    result = {engine: float(np.mean(r)) for engine, r in rates.items()}
-    result["speedup"] = result["ct2"] / result["transformers"]
+            reply = engine.policy(i).generate(messages, TOOL_SCHEMAS, harness.max_reply_tokens)
+            seconds[name] += time.perf_counter() - started
+            tokens[name] += len(reply.token_ids or [])
+    result = {name: tokens[name] / seconds[name] for name in engines}
+    result["speedup"] = result[ct2] / result["transformers"]
     atomic_write_text(path, json.dumps(result, indent=2))
     return result
 
@@ -732,7 +751,7 @@ def main() -> None:
         out / "sft" / "sleuth_policy.json",
         json.dumps(policy_settings(preset, pools, "sft", command), indent=2),
     )
-    speed = timed("speed", rollout_speed, model, sft_adapter, heldout[:4], tools, harness, out)
+    speed = timed("speed", rollout_speed, model, sft_adapter, heldout[:4], harness, preset, out)
     curve = [{"step": 0, **rows["sft"]}]
     log: list[dict[str, Any]] = []
     drift: dict[int, float] = {}
@@ -805,8 +824,9 @@ def main() -> None:
         f"SFT: {sft_report['filter']['kept']} of {sft_report['filter']['total']} teacher runs kept, "
         f"{sft_report['sequences']} sequences, {sft_report['steps']} optimiser steps, loss "
         f"{sft_report['loss_before']} -> {sft_report['loss_after']}",
-        f"rollout speed (SFT student, same prompts): transformers {speed['transformers']:.1f} tok/s, "
-        f"ct2 {speed['ct2']:.1f} tok/s ({speed['speedup']:.2f}x)",
+        "rollout speed (SFT student, temperature 1, same first prompts): "
+        + ", ".join(f"{k} {v:.1f} tok/s" for k, v in speed.items() if k != "speedup")
+        + f" ({speed['speedup']:.2f}x)",
         *gain_lines(gains),
         group_stats(log or read_log(out / "rl" / "metrics.jsonl")),
         "RL weight drift (‖ΔW_rl − ΔW_sft‖ / ‖ΔW_sft‖ of the LoRA update) by step: "
@@ -826,7 +846,7 @@ def main() -> None:
             "done": curve[-1]["step"] if len(curve) > 1 else 0,
         },
         "rollout_speedup": speed["speedup"],
-        "rollout_tokens_per_s": {k: speed[k] for k in ("transformers", "ct2")},
+        "rollout_tokens_per_s": {k: v for k, v in speed.items() if k != "speedup"},
         "sft_report": sft_report,
         "curve": curve,
         "rl_drift_by_step": drift,

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -180,3 +181,20 @@ def test_kl_between_adapters_is_exact_at_written_positions_and_grows_with_the_mo
     ]
     assert moved == pytest.approx(float(np.mean(kls)), rel=1e-9)
     assert np.isnan(lc.policy_kl(model, [], "moved", "sft"))
+
+
+def test_rollout_speed_times_both_rl_engines_on_the_same_prompts_and_is_cached(
+    tiny_adapters, tmp_path
+):
+    pytest.importorskip("ctranslate2")
+    folder, paths = tiny_adapters
+    preset = lc.PRESETS["smoke"]
+    harness = lc.harness_config(replace(preset, max_reply_tokens=8))
+    speed = lc.rollout_speed(folder, paths["sft"], _tasks("q", 2), harness, preset, tmp_path)
+    engine = f"ct2-{preset.rollout_compute_type}"
+    assert set(speed) == {"transformers", engine, "speedup"}
+    assert speed["transformers"] > 0 and speed[engine] > 0
+    assert speed["speedup"] == pytest.approx(speed[engine] / speed["transformers"])
+    assert json.loads((tmp_path / "rollout_speed.json").read_text()) == speed
+    (tmp_path / "rollout_speed.json").write_text(json.dumps({**speed, "speedup": -1.0}))
+    assert lc.rollout_speed(folder, paths["sft"], [], harness, preset, tmp_path)["speedup"] == -1.0
