@@ -22,6 +22,7 @@ LAYERS: dict[str, int] = {
     "extras": 0,
     "tokens": 0,
     "io": 0,
+    "memory": 0,
     "corpus": 1,
     "embed": 2,
     "tasks": 2,

@@ -45,6 +45,7 @@ import numpy as np
 import torch
 
 from sleuth.errors import ConfigError
+from sleuth.memory import trim_heap
 from sleuth.policies.chatml import stop_ids
 from sleuth.policies.local_hf import LocalHFPolicy
 
@@ -250,7 +251,9 @@ class CT2RolloutEngine:
     def sync(self, model: Any, step: int) -> None:
         """Convert ``model``'s current weights (base + LoRA) and sample from them from now on."""
         self.model = model
+        self.generator = None  # the old weights go before the new ones load
         self.generator = load_generator(model, self.tokenizer, self.compute_type, self.threads)
+        trim_heap()  # the conversion's buffers, freed, would otherwise stay with the process
 
     def sample(self, prompt_ids: list[int], limit: int) -> tuple[list[int], list[float]]:
         """Sampled ids (the stop token included when reached) and their tempered log-probs.

@@ -41,6 +41,7 @@ from typing import Any
 import torch
 
 from sleuth.errors import InputError
+from sleuth.memory import trim_heap
 from sleuth.tasks.schema import Task
 from sleuth.tools.base import Tools
 from sleuth.train.checkpoint import latest_checkpoint, restore_training_state, save_checkpoint
@@ -91,6 +92,7 @@ def rl_step(
     if items:
         update_seed = random.Random(f"{seed}:update:{plan.step}").getrandbits(31)
         train = cispo_update(model, optimizer, items, config, pad_id(tokenizer), update_seed, dp)
+        trim_heap()  # the update's activations are freed; give their pages back
     timings = {
         "sync_s": sync_s,
         "rollout_s": rollout_s,
