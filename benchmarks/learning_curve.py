@@ -499,6 +499,7 @@ def rollout_speed(
     if path.exists():
         return json.loads(path.read_text("utf-8"))
     from sleuth.harness.loop import TOOL_SCHEMAS
+    from sleuth.harness.prompt import user_message
     from sleuth.policies.ct2 import CT2RolloutEngine
     from sleuth.train.model import load_student
     from sleuth.train.rollout import LocalRolloutEngine
@@ -523,7 +524,7 @@ def rollout_speed(
     for i, task in enumerate(tasks):
         messages = [
             {"role": "system", "content": harness.system_prompt},
-            {"role": "user", "content": task.query},
+            {"role": "user", "content": user_message(task.query)},
         ]
         for name, engine in engines.items():
             started = time.perf_counter()
