@@ -33,7 +33,7 @@ def test_defaults_match_the_report():
         0.5,
     )
     assert (CFG.turn_penalty_start, CFG.turn_penalty_end, CFG.turn_penalty_max) == (64, 128, 0.5)
-    assert CFG.epsilon == 0.01 and CFG.use_facts is True
+    assert CFG.epsilon == 0.01 and CFG.use_facts is True and CFG.credit_malformed_list is True
 
 
 def test_perfect_run():
@@ -140,6 +140,20 @@ def test_fact_level_terms_are_used_when_the_task_has_groups():
     by_doc = compute_reward(summary, task, RewardConfig(use_facts=False))
     assert (by_doc.f_beta, by_doc.trajectory_recall) == (0.0, 0.0)
     assert by_doc.total == 0.0
+
+
+def test_malformed_list_earns_nothing_when_not_credited():
+    seen = {"a_0": "Paris is the capital.", "b_0": "y"}
+    summary = RunSummary(final_doc_ids=["a"], seen_chunks=seen, malformed_answer=True)
+    credited = compute_reward(summary, make_task())  # SPEC default: the salvaged list counts
+    assert credited.f_beta > 0 and credited.answer_bonus == 1.0
+    strict = compute_reward(summary, make_task(), RewardConfig(credit_malformed_list=False))
+    assert (strict.f_beta, strict.answer_bonus) == (0.0, 0.0)
+    assert strict.trajectory_recall == credited.trajectory_recall == 1.0
+    assert strict.total == pytest.approx(0.3)
+    well_formed = summary.model_copy(update={"malformed_answer": False})
+    unaffected = compute_reward(well_formed, make_task(), RewardConfig(credit_malformed_list=False))
+    assert unaffected.total == pytest.approx(credited.total)
 
 
 def test_weights_and_beta_are_configurable():

@@ -231,3 +231,21 @@ def test_configs_refuse_settings_that_cannot_work() -> None:
 def test_ray_rollouts_name_the_install_command_when_ray_is_missing() -> None:
     with pytest.raises(ImportError, match="pip install"):
         collect_rollouts_ray(lambda: None, lambda: None, HARNESS, [], 1)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(("flag", "credited"), [([], True), (["--no-credit-malformed"], False)])
+def test_train_rl_cli_passes_the_malformed_list_setting_to_the_reward(
+    tmp_path, monkeypatch, flag, credited
+):
+    from typer.testing import CliRunner
+
+    from sleuth.cli import app
+
+    seen: list[RLConfig] = []
+    monkeypatch.setattr("sleuth.cli.common.open_toolbox", lambda index: None)
+    monkeypatch.setattr("sleuth.tasks.load_tasks", lambda path: [])
+    monkeypatch.setattr("sleuth.train.rl.run_rl", lambda config, *a, **k: seen.append(config) or [])
+    argv = ["train", "rl", "--index", "ix", "--tasks", "t.jsonl", "--out", str(tmp_path / "o")]
+    result = CliRunner().invoke(app, argv + flag)
+    assert result.exit_code == 0, (result.stderr, result.exception)
+    assert [c.reward.credit_malformed_list for c in seen] == [credited]

@@ -24,6 +24,12 @@ Turn penalty: linear from 0 at ``turn_penalty_start`` turns to ``turn_penalty_ma
 
 With ``use_facts`` and a task that has ``gold_chunk_groups``, F_β and trajectory recall are the
 fact-level variants of :mod:`sleuth.metrics`; otherwise the document-level ones.
+
+A malformed answer (no ``<Document id=...>`` block) still has a list: the harness salvages the ids
+its text names, and by default that list is scored like any other (SPEC). With
+``credit_malformed_list=False`` it earns no F_β and no answer bonus, so in RL a reply that drifts
+off the answer format loses the list's whole value; trajectory recall still counts (the search
+itself happened).
 """
 
 from __future__ import annotations
@@ -57,6 +63,7 @@ class RewardConfig(BaseModel):
     turn_penalty_max: float = Field(default=0.5, ge=0)
     epsilon: float = Field(default=0.01, ge=0)
     use_facts: bool = True
+    credit_malformed_list: bool = True
 
     @model_validator(mode="after")
     def _turn_window(self) -> RewardConfig:
@@ -110,7 +117,9 @@ def compute_reward(
     fb = m.fact_f_beta if facts else m.f_beta
     traj = m.fact_trajectory_recall if facts else m.trajectory_recall
     assert fb is not None and traj is not None  # fact fields are set together
-    bonus = config.answer_bonus if m.final_answer_found else 0.0
+    list_credit = config.credit_malformed_list or not summary.malformed_answer
+    fb = fb if list_credit else 0.0
+    bonus = config.answer_bonus if m.final_answer_found and list_credit else 0.0
     p_prune = prune_penalty(summary.turn_tools, config)
     p_turn = turn_penalty(summary.turns, config)
     pre = config.w_f * fb + config.w_traj * traj + bonus

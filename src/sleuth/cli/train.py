@@ -175,6 +175,13 @@ def train_rl(
         str, typer.Option(help="token_mean | token_sum | prompt_mean")
     ] = "token_mean",
     kl_coef: Annotated[float, typer.Option(help="KL to the reference (0: none).")] = 0.0,
+    credit_malformed: Annotated[
+        bool,
+        typer.Option(
+            help="Score a malformed answer's salvaged list (SPEC); --no-credit-malformed gives "
+            "it no F-beta and no answer bonus, so format drift costs the list's value."
+        ),
+    ] = True,
     device: DeviceOpt = "cpu",
     vllm_url: Annotated[
         str | None, typer.Option(help="Sample rollouts from a vLLM server at this URL.")
@@ -188,6 +195,7 @@ def train_rl(
     as_json: JsonOpt = False,
 ) -> None:
     """CISPO: G rollouts per query, group-normalised advantages, K substeps; resumable."""
+    from sleuth.reward import RewardConfig
     from sleuth.tasks import load_tasks
     from sleuth.train.cispo import AGGREGATIONS
     from sleuth.train.rl import run_rl
@@ -215,6 +223,7 @@ def train_rl(
         "kl_coef": kl_coef,
         "seed": seed,
         "rollout_engine": engine,
+        "reward": RewardConfig(credit_malformed_list=credit_malformed),
     }
     if preset == "cpu-small":
         config = RLConfig.cpu_small(student.path, out_dir=str(out), student=student, **overrides)
