@@ -53,6 +53,7 @@ from sleuth.io import atomic_write_text
 from sleuth.policies.local_hf import smollm2_gguf_path
 from sleuth.policies.spec import PolicyOptions, build_policy
 from sleuth.ranking.model import load_ranker
+from sleuth.reward import RewardConfig
 from sleuth.tasks import Task
 from sleuth.tasks.split import is_heldout, split_tasks
 from sleuth.tools.toolbox import Toolbox, ToolConfig
@@ -110,6 +111,7 @@ class Preset:
     lora_r: int = 16
     sft_lr: float = 5e-4
     rl_lr: float = 5e-5
+    credit_malformed_list: bool = True  # RL reward: score a malformed answer's salvaged list
 
 
 PRESETS = {
@@ -372,6 +374,7 @@ def train_rl(
         lr=preset.rl_lr,
         max_seq_len=preset.budget,
         harness=harness,
+        reward=RewardConfig(credit_malformed_list=preset.credit_malformed_list),
         rollout_engine="ct2" if preset.device == "cpu" else "transformers",
         rollout_workers=preset.workers,
         rollout_compute_type=preset.rollout_compute_type,
@@ -672,6 +675,11 @@ def main() -> None:
         action="store_true",
         help="skip the rows where the selector writes the student's list (two evaluations fewer)",
     )
+    parser.add_argument(
+        "--no-credit-malformed",
+        action="store_true",
+        help="RL reward: a malformed answer's salvaged list earns no F-beta and no answer bonus",
+    )
     args = parser.parse_args()
     import torch
 
@@ -680,6 +688,8 @@ def main() -> None:
     preset = replace(preset, device=args.device)
     if args.eval_steps is not None:
         preset = replace(preset, eval_steps=args.eval_steps)
+    if args.no_credit_malformed:
+        preset = replace(preset, credit_malformed_list=False)
     out = args.out / ("smoke" if args.smoke else args.device)
     out.mkdir(parents=True, exist_ok=True)
     model = args.model or smollm2_gguf_path()

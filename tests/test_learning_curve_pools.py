@@ -198,3 +198,13 @@ def test_rollout_speed_times_both_rl_engines_on_the_same_prompts_and_is_cached(
     assert json.loads((tmp_path / "rollout_speed.json").read_text()) == speed
     (tmp_path / "rollout_speed.json").write_text(json.dumps({**speed, "speedup": -1.0}))
     assert lc.rollout_speed(folder, paths["sft"], [], harness, preset, tmp_path)["speedup"] == -1.0
+
+
+@pytest.mark.parametrize("credit", [True, False])
+def test_rl_reward_setting_of_the_preset_reaches_the_trainer(tmp_path, monkeypatch, credit):
+    seen = []
+    monkeypatch.setattr(lc, "run_rl", lambda config, tasks, tools: seen.append(config) or [])
+    preset = replace(lc.PRESETS["cpu"], credit_malformed_list=credit)
+    harness = lc.harness_config(preset)
+    lc.train_rl(Path("m.gguf"), tmp_path / "sft", [], None, harness, preset, tmp_path)
+    assert [c.reward.credit_malformed_list for c in seen] == [credit]
