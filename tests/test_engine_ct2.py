@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -334,6 +335,21 @@ class _Overlap:
         finally:
             with self.lock:
                 self.inside -= 1
+
+
+def test_rl_config_splits_the_cores_between_parallel_batches(student) -> None:
+    from sleuth.train.rl import default_engine
+
+    model, tokenizer = student
+    config = RLConfig(rollout_engine="ct2", rollout_parallel_batches=2)
+    engine = default_engine(config)(model, tokenizer)
+    assert engine.parallel_batches == 2
+    assert engine.threads == max(1, torch.get_num_threads() // 2)
+    assert (
+        default_engine(replace(config, rollout_parallel_batches=1))(model, tokenizer).threads == 0
+    )
+    with pytest.raises(ConfigError, match="rollout_parallel_batches"):
+        replace(config, rollout_parallel_batches=0)
 
 
 @pytest.mark.parametrize("parallel", [1, 2])
