@@ -16,16 +16,14 @@ far smaller than on ``decode``.
   its samples is measured against the trainer's forward pass.
 * ``ct2-float32 xN`` / ``ct2-int8 xN``: the same engines serving N rollouts at once (threads, as
   ``rollout_workers`` runs them in RL); their decode calls share batches, and tokens/s counts
-  the tokens of all N replies over the wall time of the slowest. ``xN /P``: the same with P
-  batches decoded at once (``parallel_batches``), each on threads ÷ P threads.
+  the tokens of all N replies over the wall time of the slowest.
 * ``llama.cpp``: the floor, the GGUF itself through llama.cpp's C API and its sampler, one
   rollout at a time, from the prebuilt CPU module of ``llama-cpp-cffi`` when it is installed
   (``llama-cpp-python`` has no wheel and builds from source for over 10 minutes on 2 cores);
   reported as not measured otherwise.
 
 Usage: ``python benchmarks/rollout_speed.py [--rounds 2] [--max-tokens 64] [--threads 2]
-[--concurrency 8] [--parallel-batches 2] [--compute-types float32 int8_float32]
-[--json out.json]``
+[--concurrency 8] [--compute-types float32 int8_float32] [--json out.json]``
 """
 
 from __future__ import annotations
@@ -203,13 +201,6 @@ def main() -> None:
     parser.add_argument(
         "--compute-types", nargs="+", default=["float32", "int8_float32"], choices=COMPUTE_TYPES
     )
-    parser.add_argument(
-        "--parallel-batches",
-        type=int,
-        nargs="*",
-        default=[2],
-        help="also serve the concurrent rollouts with this many batches at once",
-    )
     parser.add_argument("--json", type=Path, default=None, help="also write the rates here")
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -229,17 +220,6 @@ def main() -> None:
         samplers[name] = policy_sampler(engine, 0)
         for n in args.concurrency:
             samplers[f"{name} x{n}"] = batched_sampler(engine, n)
-        for parallel in args.parallel_batches:
-            wide = CT2RolloutEngine(
-                model,
-                tokenizer,
-                compute_type=compute_type,
-                threads=max(1, args.threads // parallel),
-                parallel_batches=parallel,
-            )
-            wide.sync(model, step=0)
-            for n in args.concurrency:
-                samplers[f"{name} x{n} /{parallel}"] = batched_sampler(wide, n)
 
     def render(prompt: Prompt) -> list[int]:
         return local.policy(0).render(*prompt)

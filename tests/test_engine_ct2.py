@@ -10,7 +10,6 @@ import subprocess
 import sys
 import threading
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import replace
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -155,8 +154,6 @@ def test_engine_refuses_settings_that_cannot_work(student) -> None:
         CT2RolloutEngine(model, tokenizer, compute_type="int3")
     with pytest.raises(ConfigError, match=r"max_batch_tokens \(0\) must be >= 1"):
         CT2RolloutEngine(model, tokenizer, max_batch_tokens=0)
-    with pytest.raises(ConfigError, match=r"parallel_batches \(0\) must be >= 1"):
-        CT2RolloutEngine(model, tokenizer, parallel_batches=0)
     with pytest.raises(ConfigError, match="rollout engine 'vllm'"):
         RLConfig(rollout_engine="vllm")  # type: ignore[arg-type]
 
@@ -312,60 +309,6 @@ def test_concurrent_calls_are_decoded_in_one_batch_each_as_if_alone(student) -> 
 class _Broken:
     def generate_batch(self, *args, **kwargs):
         raise RuntimeError("decoder failed")
-
-
-class _Overlap:
-    """Wraps a generator; each call waits (bounded) for a partner call, and the most calls
-    inside at once is kept: a barrier of two only passes when two batches run together."""
-
-    def __init__(self, inner):
-        self.inner, self.inside, self.most = inner, 0, 0
-        self.lock, self.partner = threading.Lock(), threading.Barrier(2)
-
-    def generate_batch(self, *args, **kwargs):
-        with self.lock:
-            self.inside += 1
-            self.most = max(self.most, self.inside)
-        try:
-            self.partner.wait(timeout=2)
-        except threading.BrokenBarrierError:
-            self.partner.reset()
-        try:
-            return self.inner.generate_batch(*args, **kwargs)
-        finally:
-            with self.lock:
-                self.inside -= 1
-
-
-def test_rl_config_splits_the_cores_between_parallel_batches(student) -> None:
-    from sleuth.train.rl import default_engine
-
-    model, tokenizer = student
-    config = RLConfig(rollout_engine="ct2", rollout_parallel_batches=2)
-    engine = default_engine(config)(model, tokenizer)
-    assert engine.parallel_batches == 2
-    assert engine.threads == max(1, torch.get_num_threads() // 2)
-    assert (
-        default_engine(replace(config, rollout_parallel_batches=1))(model, tokenizer).threads == 0
-    )
-    with pytest.raises(ConfigError, match="rollout_parallel_batches"):
-        replace(config, rollout_parallel_batches=0)
-
-
-@pytest.mark.parametrize("parallel", [1, 2])
-def test_parallel_batches_run_together_up_to_the_cap_and_decode_as_alone(student, parallel):
-    model, tokenizer = student
-    engine = CT2RolloutEngine(
-        model, tokenizer, temperature=0.0, max_batch=1, threads=1, parallel_batches=parallel
-    )
-    engine.sync(model, step=0)
-    prompts = [PROMPT, PROMPT + [7], PROMPT + [7, 8], PROMPT + [9]]
-    alone = [engine.sample(p, 6)[0] for p in prompts]
-    overlap = engine.generator = _Overlap(engine.generator)
-    with ThreadPoolExecutor(len(prompts)) as pool:
-        together = list(pool.map(lambda p: engine.sample(p, 6)[0], prompts))
-    assert together == alone
-    assert overlap.most == parallel
 
 
 @given(

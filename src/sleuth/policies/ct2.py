@@ -26,9 +26,6 @@ from a prebuilt PyPI wheel.
   reads at most ``max_batch_tokens`` prompt tokens: CTranslate2 copies its growing KV cache every
   decode step, so long prompts decoded together run slower than one after another (measured on
   2 cores: eight 1.1k-token prompts, 32 new tokens each, 40 s batched vs 21 s in turn).
-  With ``parallel_batches`` > 1 that many threads drive batches at once, each on its own
-  CTranslate2 worker (``inter_threads``) of ``threads`` threads: one small batch of a 135M model
-  keeps two cores only partly busy (RL rollouts ran at 1.26 of 2 cores with one driver).
 * **Seeds.** CTranslate2 keeps one RNG per worker thread, seeded once, so a rollout's samples are
   not a function of its seed: a resumed run redoes a lost step with fresh samples.
 """
@@ -145,21 +142,12 @@ def convert(model: Any, tokenizer: Any, folder: str | Path) -> Path:
     return out
 
 
-def load_generator(
-    model: Any, tokenizer: Any, compute_type: str = "float32", threads: int = 0, workers: int = 1
-):
-    """A CTranslate2 generator over ``model``'s current weights (converted via a temp folder):
-    ``workers`` batches decoded at once (``inter_threads``), each on ``threads`` threads."""
+def load_generator(model: Any, tokenizer: Any, compute_type: str = "float32", threads: int = 0):
+    """A CTranslate2 generator over ``model``'s current weights (converted via a temp folder)."""
     ct2 = _require_ct2()
     with tempfile.TemporaryDirectory(prefix="sleuth-ct2-") as folder:
         convert(model, tokenizer, folder)
-        return ct2.Generator(
-            folder,
-            device="cpu",
-            compute_type=compute_type,
-            inter_threads=workers,
-            intra_threads=threads,
-        )
+        return ct2.Generator(folder, device="cpu", compute_type=compute_type, intra_threads=threads)
 
 
 def tempered_logprob(logits: Any, token: int, temperature: float) -> float:
@@ -214,8 +202,7 @@ class CT2RolloutEngine:
         top_p: nucleus mass; 1.0 keeps the sampler equal to the policy being trained.
         max_new_tokens: cap on each reply on top of the harness's limit.
         compute_type: ``float32`` (closest to the trainer), ``int8_float32`` or ``int8``.
-        threads: CPU threads of each batch (0: CTranslate2's default).
-        parallel_batches: batches decoded at once, each by its own thread and worker.
+        threads: CPU threads of the generator (0: CTranslate2's default).
         max_batch: most concurrent decode calls served by one ``generate_batch``.
         max_batch_tokens: most prompt tokens (after the cached system message) one
             ``generate_batch`` reads; a longer single prompt still runs, alone.
@@ -232,7 +219,6 @@ class CT2RolloutEngine:
         threads: int = 0,
         max_batch: int = 16,
         max_batch_tokens: int = 2048,
-        parallel_batches: int = 1,
     ):
         if temperature < 0:
             raise ConfigError(f"temperature ({temperature}) must be >= 0")
@@ -240,8 +226,6 @@ class CT2RolloutEngine:
             raise ConfigError(
                 f"max_batch ({max_batch}) and max_batch_tokens ({max_batch_tokens}) must be >= 1"
             )
-        if parallel_batches < 1:
-            raise ConfigError(f"parallel_batches ({parallel_batches}) must be >= 1")
         if compute_type not in COMPUTE_TYPES:
             raise ConfigError(f"compute_type {compute_type!r} unknown; use one of {COMPUTE_TYPES}")
         _require_ct2()
@@ -254,13 +238,12 @@ class CT2RolloutEngine:
         self.threads = threads
         self.max_batch = max_batch
         self.max_batch_tokens = max_batch_tokens
-        self.parallel_batches = parallel_batches
         self.generator: Any = None
         self.stop_ids = sorted(stop_ids(tokenizer, model))
         self.batch_sizes: list[int] = []  # of every generate_batch call, for throughput stats
         self._waiting: list[_Request] = []
         self._turn = threading.Condition()
-        self._drivers = 0  # threads inside generate_batch now
+        self._driving = False
 
     def policy(self, seed: int, name: str = "ct2-rl") -> CT2Policy:
         return CT2Policy(self, seed=seed, name=name)
@@ -269,9 +252,7 @@ class CT2RolloutEngine:
         """Convert ``model``'s current weights (base + LoRA) and sample from them from now on."""
         self.model = model
         self.generator = None  # the old weights go before the new ones load
-        self.generator = load_generator(
-            model, self.tokenizer, self.compute_type, self.threads, self.parallel_batches
-        )
+        self.generator = load_generator(model, self.tokenizer, self.compute_type, self.threads)
         trim_heap()  # the conversion's buffers, freed, would otherwise stay with the process
 
     def sample(self, prompt_ids: list[int], limit: int) -> tuple[list[int], list[float]]:
@@ -287,17 +268,17 @@ class CT2RolloutEngine:
         with self._turn:
             self._waiting.append(request)
             while not request.done:
-                if self._drivers >= self.parallel_batches or not self._waiting:
-                    self._turn.wait()  # all drivers busy, or this call is in a running batch
+                if self._driving:
+                    self._turn.wait()
                     continue
-                self._drivers += 1  # this thread serves the oldest waiting calls
+                self._driving = True  # this thread serves the waiting calls, its own included
                 batch = self._take()
                 self._turn.release()
                 try:
                     self._decode(batch)
                 finally:
                     self._turn.acquire()
-                    self._drivers -= 1
+                    self._driving = False
                     self._turn.notify_all()
         if request.error is not None:
             raise request.error

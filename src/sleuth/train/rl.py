@@ -109,14 +109,8 @@ def default_engine(config: RLConfig) -> EngineFactory:
     if config.rollout_engine == "ct2":
         from sleuth.policies.ct2 import CT2RolloutEngine
 
-        parallel = config.rollout_parallel_batches
         return lambda m, t: CT2RolloutEngine(
-            m,
-            t,
-            temperature=config.temperature,
-            compute_type=config.rollout_compute_type,
-            threads=max(1, torch.get_num_threads() // parallel) if parallel > 1 else 0,
-            parallel_batches=parallel,
+            m, t, temperature=config.temperature, compute_type=config.rollout_compute_type
         )
     return lambda m, t: LocalRolloutEngine(m, t, temperature=config.temperature)
 

@@ -108,9 +108,6 @@ class RLConfig:
     as ``sampler_mismatch`` and absorbed by the CISPO ratio)."""
     rollout_workers: int = 8
     """Rollouts run at once (threads)."""
-    rollout_parallel_batches: int = 1
-    """``ct2`` engine: decode batches run at once, each on its own CTranslate2 worker (the
-    cores are split between them)."""
     save_trajectories: bool = False
     """Write every rollout's trajectory JSONL under ``out_dir/trajectories/step_N``."""
 
@@ -130,7 +127,6 @@ class RLConfig:
             "micro_batch_size": self.micro_batch_size,
             "epochs": self.epochs,
             "rollout_workers": self.rollout_workers,
-            "rollout_parallel_batches": self.rollout_parallel_batches,
             "checkpoint_every": self.checkpoint_every,
         }
         for name, value in positive.items():
