@@ -57,7 +57,7 @@ def _sample(logits: torch.Tensor, temperature: float, top_p: float, gen: torch.G
     return int(torch.multinomial(probs, 1, generator=gen))
 
 
-def _cache_kwarg(model: Any) -> str:
+def cache_kwarg(model: Any) -> str:
     """transformers 5 renamed the KV-cache argument ``past_key_values`` to ``cache``."""
     base = model.get_base_model() if hasattr(model, "get_base_model") else model
     return "cache" if "cache" in inspect.signature(base.forward).parameters else "past_key_values"
@@ -99,7 +99,7 @@ class LocalHFPolicy:
         if seed is not None:
             self.generator = torch.Generator(device=self.device).manual_seed(seed)
         self.stop_ids = stop_ids(tokenizer, model)
-        self.cache_kwarg = _cache_kwarg(model)
+        self.cache_kwarg = cache_kwarg(model)
 
     @classmethod
     def load(
