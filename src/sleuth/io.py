@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -37,17 +38,25 @@ def json_text(record: Any) -> str:
     return safe_text(json.dumps(record, ensure_ascii=False))
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Write ``text`` so readers see the old file or the new one, never half of it."""
-    text = safe_text(text)
+def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+    """Write ``data`` so readers see the old file or the new one, never half of it.
+
+    The temporary file is named per process and thread, so concurrent writers of one path
+    never share it: the last ``os.replace`` wins whole.
+    """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with open(tmp, "w", encoding="utf-8") as f:
-        f.write(text)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    with open(tmp, "wb") as f:
+        f.write(data)
         f.flush()
         os.fsync(f.fileno())
     os.replace(tmp, path)
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """:func:`atomic_write_bytes` of ``text`` as UTF-8 (lone surrogates as U+FFFD)."""
+    atomic_write_bytes(path, safe_text(text).encode("utf-8"))
 
 
 def append_jsonl(path: str | Path, record: dict[str, Any]) -> None:

@@ -19,6 +19,8 @@ from typing import Protocol
 
 import tiktoken
 
+from sleuth.io import atomic_write_bytes
+
 _BASE_URL = "https://openaipublic.blob.core.windows.net/encodings/"
 OFFICIAL_SHA256 = {
     "o200k_base": "446a9538cb6c348e3516120d7c08b09f57c36495e2acfffe59a5bf8b0cfb1a2d",
@@ -36,12 +38,6 @@ class TokenCounter(Protocol):
 def sleuth_home() -> Path:
     """Where sleuth keeps caches (``$SLEUTH_HOME``, default ``~/.cache/sleuth``)."""
     return Path(os.environ.get("SLEUTH_HOME", Path.home() / ".cache" / "sleuth"))
-
-
-def _write_atomic(path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
 
 
 def bpe_file(name: str) -> Path:
@@ -64,7 +60,7 @@ def bpe_file(name: str) -> Path:
                 f"{name}: shipped BPE file has sha256 {digest}, not the official one"
             )
         folder.mkdir(parents=True, exist_ok=True)
-        _write_atomic(target, data)
+        atomic_write_bytes(target, data)
         return target
 
 
@@ -75,7 +71,7 @@ def _install_for_tiktoken(name: str) -> None:
     cache_dir.mkdir(parents=True, exist_ok=True)
     key = hashlib.sha1(f"{_BASE_URL}{name}.tiktoken".encode()).hexdigest()
     if not (cache_dir / key).exists():
-        _write_atomic(cache_dir / key, data)
+        atomic_write_bytes(cache_dir / key, data)
 
 
 @cache
