@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sleuth.harness.answer import parse_answer
+from sleuth.policies.transcript import final_answer
 
 KNOWN = {"a_0": "a", "a_1": "a", "b_0": "b", "report_2023_4": "report_2023", "c_2": "c"}
 
@@ -75,3 +78,13 @@ def test_empty_text_falls_back_to_reasoning():
 def test_unknown_ids_are_noted_not_dropped():
     parsed = parse_answer(doc("zzz_9"), known_chunks=KNOWN)
     assert parsed.doc_ids == ["zzz"] and any("never shown" in p for p in parsed.problems)
+
+
+@given(st.lists(st.text(min_size=1, max_size=60), min_size=1, max_size=4))
+def test_written_justifications_parse_back_as_written(whys):
+    """``final_answer`` escapes each justification; parsing decodes it, whatever it quotes
+    (tags, ampersands, quotes), up to collapsed whitespace."""
+    entries = [(f"d{i}", why) for i, why in enumerate(whys)]
+    parsed = parse_answer(final_answer(entries))
+    assert [d.id for d in parsed.documents] == [doc for doc, _ in entries]
+    assert [d.justification for d in parsed.documents] == [" ".join(w.split()) for w in whys]

@@ -5,6 +5,7 @@ everything in view, and an answer with nothing in view stands."""
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
 
@@ -12,7 +13,7 @@ from sleuth.errors import InputError
 from sleuth.harness import load_trajectory, run_query
 from sleuth.index import Index
 from sleuth.policies import ScriptedPolicy, build_policy
-from sleuth.policies.heuristic import trail
+from sleuth.policies.heuristic import HeuristicAgent, trail
 from sleuth.policies.scripted import call, turn
 from sleuth.policies.selecting import SelectedFinalList
 from sleuth.policies.spec import ADAPTER_SETTINGS, PolicyOptions
@@ -86,3 +87,27 @@ def test_an_adapter_naming_an_unknown_final_list_is_refused(tmp_path):
     (adapter / ADAPTER_SETTINGS).write_text(json.dumps({"final_list": "teacher"}))
     with pytest.raises(InputError, match="final_list 'teacher' unknown"):
         build_policy(f"local:{tiny}", PolicyOptions(engine="transformers", adapter=str(adapter)))
+
+
+def test_justifications_quote_the_sentence_closest_to_the_question(tools, tmp_path):
+    script = [turn(call(SEARCH_CORPUS, query=QUESTION)), final_answer([("paris", "a guess")])]
+    _, _, result = _run(tools, script, tmp_path)
+    texts = {
+        "berlin": "Berlin is the capital of Germany.",
+        "paris": "Paris is the capital of France.",
+    }
+    for rank, doc in enumerate(result.documents, start=1):
+        assert doc.justification == (
+            f'"{texts[doc.id]}" Ranked {rank} by learned selection over 1 searches.'
+        )
+
+
+def test_quotes_can_be_left_out(tools, tmp_path):
+    agent = HeuristicAgent(selector=Selector(tools.index, tools.ranker), quote_evidence=False)
+    result = run_query(
+        tools, QUESTION, policy=ScriptedPolicy(agent), trajectory=tmp_path / "q.jsonl"
+    )
+    assert result.documents and all(
+        re.fullmatch(rf"Ranked {d.rank} by learned selection over \d+ searches\.", d.justification)
+        for d in result.documents
+    )

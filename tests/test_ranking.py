@@ -8,6 +8,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from sleuth.errors import InputError
 from sleuth.index import Index
@@ -24,6 +26,7 @@ from sleuth.ranking import (
     search_features,
     selection_features,
 )
+from sleuth.ranking.text import evidence_sentence
 from sleuth.tasks import read_2wiki
 from sleuth.tasks.split import is_heldout, split_tasks
 from sleuth.tools.toolbox import Toolbox
@@ -177,3 +180,25 @@ def test_query_embeddings_are_computed_once_per_text():
     second = embedder.embed_query("who founded the zanzibar quartet")
     assert calls == [["who founded the zanzibar quartet"]]
     assert float(np.abs(second).sum()) > 0
+
+
+def test_evidence_sentence_is_the_one_sharing_most_question_words():
+    text = "Berlin has many parks.\nIts mayor in 1990 was Walter Momper.  The city is large."
+    assert evidence_sentence("Who was the mayor of Berlin in 1990?", text) == (
+        "Its mayor in 1990 was Walter Momper."
+    )
+    assert evidence_sentence("nothing shared", text) == "Berlin has many parks."  # first of equals
+    assert evidence_sentence("anything", " \n ") == ""
+    wrapped = "Subject: budget\n\nThe meeting on the\nCalifornia crisis is at noon. Bring notes"
+    assert evidence_sentence("California crisis meeting", wrapped) == (
+        "The meeting on the California crisis is at noon."  # a line break inside is wrapping
+    )
+    cut = evidence_sentence("mayor", "The mayor " + "word " * 100, limit=40)
+    assert len(cut) == 40 and cut.endswith("…") and cut.startswith("The mayor word")
+
+
+@given(st.text(max_size=80), st.text(max_size=400), st.integers(2, 300))
+def test_evidence_sentence_is_a_bounded_piece_of_the_text(question, text, limit):
+    quote = evidence_sentence(question, text, limit=limit)
+    assert len(quote) <= limit
+    assert quote.removesuffix("…").rstrip() in " ".join(text.split())

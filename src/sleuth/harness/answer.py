@@ -12,6 +12,7 @@ the text is empty, the reasoning) mentions, in order of first mention.
 
 from __future__ import annotations
 
+import html
 import re
 from collections.abc import Mapping
 
@@ -136,8 +137,10 @@ def _parse_blocks(text: str, known: Mapping[str, str], problems: list[str]) -> l
 
 
 def _justification(body: str) -> str:
+    """The justification's text, whitespace collapsed and XML entities decoded (writers escape
+    ``<``, ``&`` and quotes so that quoted evidence cannot close the tag early)."""
     match = _JUSTIFICATION.search(body)
-    return " ".join(match.group(1).split()) if match else ""
+    return " ".join(html.unescape(match.group(1)).split()) if match else ""
 
 
 def _fallback(text: str, known: Mapping[str, str]) -> list[AnswerDocument]:

@@ -32,6 +32,7 @@ from sleuth.ranking.text import (
     STEM,
     capitalised_spans,
     content_words,
+    evidence_sentence,
     overlap,
     stems,
 )
@@ -70,6 +71,9 @@ class HeuristicAgent:
     """Length of the final list."""
     question_weight: float = 3.0
     """RRF weight of the whole-question search when there is no selector."""
+    quote_evidence: bool = True
+    """Open each justification with the document's sentence closest to the question (off:
+    say only how it was ranked, as short as a small model's reply cap needs)."""
 
     def __call__(self, messages: list[dict[str, Any]], index: int) -> Reply:
         question = query_of(messages)
@@ -89,7 +93,7 @@ class HeuristicAgent:
                 if index == 1 and ranked and _has_more_chunks(ranked[0][0], seen):
                     calls.append(call(READ_DOCUMENT, doc_id=ranked[0][0]))
                 return turn(*calls)
-        return self.answer(ranked, seen)
+        return self.answer(question, ranked, seen)
 
     # -- ordering ------------------------------------------------------------------------
     def rank(self, question: str, seen: list[ToolReply]) -> list[tuple[str, float]]:
@@ -165,13 +169,21 @@ class HeuristicAgent:
         docs = {doc_id_of(c.id) for o in seen for c in o.chunks}
         return {self.selector.title(d).lower() for d in docs} - {""}
 
-    def answer(self, ranked: list[tuple[str, float]], seen: list[ToolReply]) -> str:
-        """The final reply: the best ``final_docs`` of ``ranked``, each saying how it was ranked."""
+    def answer(self, question: str, ranked: list[tuple[str, float]], seen: list[ToolReply]) -> str:
+        """The final reply: the best ``final_docs`` of ``ranked``, each justified by its sentence
+        closest to the question (:attr:`quote_evidence`) and how it was ranked."""
         searches = sum(o.tool == SEARCH_CORPUS for o in seen)
         how = "learned selection" if self.selector else "reciprocal rank fusion"
-        why = f"ranked {{}} by {how} over {searches} searches"
-        top = [doc for doc, _ in ranked[: self.final_docs]]
-        return final_answer([(doc, why.format(rank)) for rank, doc in enumerate(top, start=1)])
+        entries = []
+        for rank, (doc, _) in enumerate(ranked[: self.final_docs], start=1):
+            why = f"Ranked {rank} by {how} over {searches} searches."
+            if self.quote_evidence:
+                chunks = (c.text for o in seen for c in o.chunks if doc_id_of(c.id) == doc)
+                text = "\n\n".join(dict.fromkeys(chunks))  # each chunk once, its own paragraph
+                quote = evidence_sentence(question, text)
+                why = f'"{quote}" {why}' if quote else why
+            entries.append((doc, why))
+        return final_answer(entries)
 
 
 def trail(seen: list[ToolReply], title_of: Any) -> tuple[list[SeenDoc], list[Search]]:

@@ -39,9 +39,10 @@ class SelectedFinalList:
         if output.tool_calls or not output.text.strip():
             return output
         seen = observations(messages)
-        ranked = self.agent.rank(query_of(messages), seen)
+        question = query_of(messages)
+        ranked = self.agent.rank(question, seen)
         if not ranked:  # nothing in view: the model's own reply stands
             return output
-        text = self.agent.answer(ranked, seen)
+        text = self.agent.answer(question, ranked, seen)
         # The text is no longer what the model sampled, so its tokens are not kept.
         return output.model_copy(update={"text": text, "token_ids": None, "logprobs": None})

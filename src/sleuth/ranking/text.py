@@ -11,6 +11,9 @@ import re
 STEM = 6
 _WORD = re.compile(r"\w[\w'’&-]*")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+# For quoting: a single line break inside a paragraph is wrapping (e-mail, plain text), not an end.
+_PARAGRAPH_END = re.compile(r"\n\s*\n")
+_WRAPPED_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _PARENTHESIS = re.compile(r"\s*\([^)]*\)\s*$")
 STOPWORDS = frozenset(  # a short English list plus words every question uses
     """a about above after again against all also am an and any are as at be because been before
@@ -48,6 +51,22 @@ def stems(text: str) -> set[str]:
 def overlap(wanted: set[str], text: str) -> float:
     """Share of ``wanted`` stems that occur in ``text`` (1.0 when nothing is wanted)."""
     return len(wanted & stems(text)) / len(wanted) if wanted else 1.0
+
+
+def evidence_sentence(question: str, text: str, limit: int = 240) -> str:
+    """The sentence of ``text`` sharing the most content stems with ``question`` (the first of
+    equals), whitespace collapsed and cut to ``limit`` characters: what a reader of the ranked
+    list should check first. Empty when ``text`` is blank.
+    """
+    wanted = stems(question)
+    best, best_score = "", -1
+    sentences = (s for p in _PARAGRAPH_END.split(text) for s in _WRAPPED_SENTENCE_END.split(p))
+    for sentence in sentences:
+        sentence = " ".join(sentence.split())
+        score = len(wanted & stems(sentence))
+        if sentence and score > best_score:
+            best, best_score = sentence, score
+    return best if len(best) <= limit else best[: limit - 1].rstrip() + "…"
 
 
 def bare_title(title: str) -> str:
