@@ -59,7 +59,6 @@ def bpe_file(name: str) -> Path:
             raise RuntimeError(
                 f"{name}: shipped BPE file has sha256 {digest}, not the official one"
             )
-        folder.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(target, data)
         return target
 
@@ -68,7 +67,6 @@ def _install_for_tiktoken(name: str) -> None:
     """Place the file where tiktoken's cache looks for the official URL, so it never downloads."""
     data = bpe_file(name).read_bytes()
     cache_dir = Path(os.environ.setdefault("TIKTOKEN_CACHE_DIR", str(sleuth_home() / "tiktoken")))
-    cache_dir.mkdir(parents=True, exist_ok=True)
     key = hashlib.sha1(f"{_BASE_URL}{name}.tiktoken".encode()).hexdigest()
     if not (cache_dir / key).exists():
         atomic_write_bytes(cache_dir / key, data)
