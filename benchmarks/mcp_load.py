@@ -166,7 +166,17 @@ def report(tally: Tally, rss: list[tuple[int, float]], total: int, wall: float) 
         "rss_mb_after_warmup_first": round(warm[0], 1) if warm else None,
         "rss_mb_after_warmup_max": round(max(warm), 1) if warm else None,
         "rss_mb_last": round(rss[-1][1], 1) if rss else None,
+        "rss_mb_by_tenth": rss_by_tenth(rss, total),
     }
+
+
+def rss_by_tenth(rss: list[tuple[int, float]], total: int) -> list[float]:
+    """The largest RSS seen while each tenth of the calls ran: growth shows as a rising tail."""
+    tenths: dict[int, float] = {}
+    for done, mb in rss:
+        t = min(9, 10 * done // max(1, total))
+        tenths[t] = max(tenths.get(t, 0.0), mb)
+    return [round(tenths[t], 1) for t in sorted(tenths)]
 
 
 def main() -> None:
