@@ -3,17 +3,23 @@
 Protocol (HippoRAG, arXiv 2405.14831 §3): every paragraph of a dataset's questions, gold and
 distractor, is pooled into one index (one document per Wikipedia title, real all-MiniLM-L6-v2),
 and Recall@k is the share of gold documents among the first k of the policy's final ranked list.
-Datasets: the staged HotpotQA (both files, 298 questions), MuSiQue and 2Wiki samples, and
-``combined``: one index of all three samples' paragraphs (more distractors), each dataset's
-questions run against it. Every policy runs through ``sleuth.eval.run_eval`` (harness, runner,
+Datasets (``_datasets.py``): the staged HotpotQA (both files, 298 questions), MuSiQue and 2Wiki
+samples; ``combined``: one index of all three samples' paragraphs, each dataset's questions run
+against it; ``pooled``: ``combined`` plus HippoRAG 2's full 2Wiki corpus (rows beside HippoRAG 2's
+R@5); ``enron`` and ``patents``: the dev split of the hand-written questions over the shared
+Enron and patent samples. Every policy runs through ``sleuth.eval.run_eval`` (harness, runner,
 metrics as for any policy). Questions a trained component saw (``--train-ids``, by default the
 shipped ranker file, which lists them) are never evaluated; the corpus still holds their paragraphs.
+``--docs N`` indexes only the asked questions' gold documents plus N others: a quick check of the
+wiring on a big corpus, not a number to compare.
 
-Per row: the means over questions, the 95% bootstrap interval of R@5, and, per dataset, R@5 of
-the policy minus single-pass with a paired-bootstrap 95% interval. Indexes (``OUT/index``) and
-eval folders (``OUT/<dataset>/<policy>``) are reused, so a rerun only runs what is missing.
+Per row: the means over questions, the 95% bootstrap intervals of R@2, R@5 and found, and, per
+dataset, each of them for the policy minus single-pass with a paired-bootstrap 95% interval.
+Indexes (``OUT/index``) and eval folders (``OUT/<dataset>/<policy>``) are reused, so a rerun only
+runs what is missing. The full ``pooled`` corpus is 12,913 documents (~13.4k MiniLM chunks).
 
     python benchmarks/quality.py --policies single-pass,heuristic --out /tmp/sleuth-quality
+    python benchmarks/quality.py --datasets enron,patents --policies single-pass,heuristic
 """
 
 from __future__ import annotations
@@ -23,13 +29,11 @@ import json
 import shlex
 import sys
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
-from rich.table import Table
 
 from sleuth.corpus import Document
 from sleuth.errors import IndexIncompleteError, InputError, SleuthError
@@ -39,58 +43,27 @@ from sleuth.index import Index
 from sleuth.policies import parse_policy_spec
 from sleuth.policies.baselines import POLICY_NAMES
 from sleuth.policies.spec import SCRIPTED
-from sleuth.tasks import Task, read_2wiki, read_benchmark, read_hotpotqa, read_musique
+from sleuth.tasks import Task
 from sleuth.tools.toolbox import Toolbox
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _datasets import DATASETS, HANDWRITTEN, POOLS, Corpus, load_corpus  # noqa: E402
+from _report import (  # noqa: E402
+    INTERVAL_KEYS,
+    METRICS,
+    POOL_SEPARATOR,
+    anchor_lines,
+    header_line,
+    markdown,
+    rich_table,
+)
+
 TRAIN_IDS = (
     Path(__file__).resolve().parents[1] / "src" / "sleuth" / "data" / "ranker" / "ranker.json"
 )
-# name -> (reader, folder, the ``Task.source`` its tasks carry)
-DATASETS: dict[str, tuple[Callable[[Any], Any], Path, str]] = {
-    "HotpotQA": (read_hotpotqa, SHARED / "hotpotqa_distractor_dev", "hotpotqa"),
-    "MuSiQue": (read_musique, SHARED / "musique_ans_dev", "musique"),
-    "2Wiki": (read_2wiki, SHARED / "2wikimultihopqa_dev", "2wikimultihopqa"),
-}
-COMBINED = "combined"
+NAMES = [*DATASETS, *POOLS, *HANDWRITTEN]
 BASELINE = "single-pass"
-METRICS = {
-    "recall_at_2": "R@2",
-    "recall_at_5": "R@5",
-    "recall_at_10": "R@10",
-    "all_gold_at_5": "all gold@5",
-    "final_answer_found": "found",
-    "trajectory_recall": "traj. recall",
-}
-# HippoRAG 2 (arXiv 2502.14802, Table 3), pooled corpora of 1,000 questions (~6-12k passages):
-# R@5 in %, per dataset. Digest: ../shared/research/anchors-2026-11-30.md §1.2.
-ANCHORS_R5 = {
-    "BM25": {"MuSiQue": 43.5, "2Wiki": 65.3, "HotpotQA": 74.8},
-    "NV-Embed-v2 (7B)": {"MuSiQue": 69.7, "2Wiki": 76.5, "HotpotQA": 94.5},
-    "HippoRAG 2": {"MuSiQue": 74.7, "2Wiki": 90.4, "HotpotQA": 96.3},
-}
-console = Console(width=160)  # wide enough for the table when piped to a file
-
-
-@dataclass(frozen=True)
-class Corpus:
-    """One index's documents and the questions asked against it, keyed by dataset name."""
-
-    name: str
-    docs: list[Document]
-    tasks: dict[str, list[Task]]
-
-
-def load_corpus(name: str) -> Corpus:
-    """A dataset's pooled paragraphs and all its questions; ``combined`` pools all three."""
-    if name == COMBINED:
-        docs, tasks = read_benchmark([folder for _, folder, _ in DATASETS.values()])
-        by_source = {source: ds for ds, (_, _, source) in DATASETS.items()}
-        grouped = {ds: [t for t in tasks if by_source.get(t.source) == ds] for ds in DATASETS}
-        return Corpus(name, docs, grouped)
-    reader, folder, _ = DATASETS[name]
-    docs, tasks = reader(folder)
-    return Corpus(name, docs, {name: tasks})
+console = Console(width=240)  # wide enough for the table when piped to a file
 
 
 def read_train_ids(path: Path | None) -> set[str]:
@@ -141,26 +114,41 @@ def policy_records(
     return [finished[t.id] for t in tasks]
 
 
+def _values(records: Sequence[dict[str, Any]], key: str) -> list[float | None]:
+    return [r["metrics"][key] for r in records]
+
+
 def row(dataset: str, policy: str, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
-    """Means over questions, seconds per query and the bootstrap interval of R@5."""
-    metrics = [r["metrics"] for r in records]
+    """Means over questions, seconds per query and the bootstrap intervals of R@2, R@5, found."""
     out: dict[str, Any] = {"dataset": dataset, "policy": policy, "n": len(records)}
     for key in METRICS:
-        out[key] = mean_defined(m[key] for m in metrics)
-    out["s_per_query"] = mean_defined(m["wall_time_s"] for m in metrics)
-    out["r5_ci"] = list(bootstrap_interval([m["recall_at_5"] for m in metrics]))
+        out[key] = mean_defined(_values(records, key))
+    out["s_per_query"] = mean_defined(_values(records, "wall_time_s"))
+    defined = {k: [v for v in _values(records, k) if v is not None] for k in INTERVAL_KEYS}
+    out["ci"] = {k: list(bootstrap_interval(v)) for k, v in defined.items() if v}
     return out
 
 
-def add_deltas(rows: list[dict[str, Any]], r5_by_row: dict[tuple[str, str], list[float]]) -> None:
-    """``delta_r5`` (policy − single-pass R@5) and its paired-bootstrap interval, per dataset."""
+PerQuestion = dict[tuple[str, str], list[dict[str, Any]]]
+
+
+def add_deltas(rows: list[dict[str, Any]], records: PerQuestion) -> None:
+    """``delta[key]``: [policy − single-pass, low, high] (paired bootstrap) per dataset."""
     for r in rows:
-        base = r5_by_row.get((r["dataset"], BASELINE))
+        r["delta"] = {}
+        base = records.get((r["dataset"], BASELINE))
         if base is None or r["policy"] == BASELINE:
-            r["delta_r5"] = r["delta_r5_ci"] = None
             continue
-        diff, interval = paired_bootstrap_difference(r5_by_row[(r["dataset"], r["policy"])], base)
-        r["delta_r5"], r["delta_r5_ci"] = diff, list(interval)
+        mine = records[(r["dataset"], r["policy"])]
+        for key in INTERVAL_KEYS:
+            pairs = [
+                (m["metrics"][key], b["metrics"][key])
+                for m, b in zip(mine, base, strict=True)
+                if m["metrics"][key] is not None and b["metrics"][key] is not None
+            ]
+            if pairs:
+                diff, (low, high) = paired_bootstrap_difference(*zip(*pairs, strict=True))
+                r["delta"][key] = [diff, low, high]
 
 
 def evaluate(
@@ -177,88 +165,21 @@ def evaluate(
     toolbox = Toolbox(index)
     asked = {ds: held_out(tasks, train_ids, limit) for ds, tasks in corpus.tasks.items()}
     everything = [t for tasks in asked.values() for t in tasks]
-    rows, r5 = [], {}
+    rows: list[dict[str, Any]] = []
+    per_question: PerQuestion = {}
     for policy in policies:
         t0 = time.perf_counter()
         records = policy_records(everything, policy, toolbox, out / policy, concurrency)
         console.print(f"  {corpus.name} {policy}: {time.perf_counter() - t0:.0f} s")
         by_id = {r["task_id"]: r for r in records}
         for ds, tasks in asked.items():
-            label = f"{COMBINED}/{ds}" if corpus.name == COMBINED else ds
+            label = f"{corpus.name}{POOL_SEPARATOR}{ds}" if corpus.name in POOLS else ds
             mine = [by_id[t.id] for t in tasks]
             trained = sum(t.id in train_ids for t in corpus.tasks[ds])
             rows.append(row(label, policy, mine) | {"excluded": trained})
-            r5[(label, policy)] = [m["metrics"]["recall_at_5"] for m in mine]
-    add_deltas(rows, r5)
+            per_question[(label, policy)] = mine
+    add_deltas(rows, per_question)
     return rows
-
-
-# ---- rendering ----------------------------------------------------------------------------
-
-
-def _pct(value: float | None) -> str:
-    return "–" if value is None else f"{100 * value:.1f}"
-
-
-def _interval(ci: Sequence[float] | None) -> str:
-    return "–" if ci is None else f"[{_pct(ci[0])}, {_pct(ci[1])}]"
-
-
-def _delta(r: dict[str, Any]) -> str:
-    if r["delta_r5"] is None:
-        return "–"
-    return f"{100 * r['delta_r5']:+.1f} {_interval(r['delta_r5_ci'])}"
-
-
-HEADERS = ["dataset", "policy", "n", *METRICS.values(), "R@5 95% CI", "ΔR@5 vs single-pass", "s/q"]
-
-
-def cells(r: dict[str, Any]) -> list[str]:
-    """A row's table cells: metrics in %, intervals in brackets, seconds per query."""
-    values = [_pct(r[k]) for k in METRICS]
-    seconds = "–" if r["s_per_query"] is None else f"{r['s_per_query']:.2f}"
-    return [
-        r["dataset"],
-        r["policy"],
-        str(r["n"]),
-        *values,
-        _interval(r["r5_ci"]),
-        _delta(r),
-        seconds,
-    ]
-
-
-def anchor_lines() -> list[str]:
-    """The published R@5 anchors as a Markdown table."""
-    names = ["MuSiQue", "2Wiki", "HotpotQA"]
-    lines = ["| anchor (HippoRAG 2, arXiv 2502.14802) | " + " | ".join(names) + " |"]
-    lines.append("|---" * (len(names) + 1) + "|")
-    for method, scores in ANCHORS_R5.items():
-        lines.append(f"| {method} | " + " | ".join(f"{scores[n]:.1f}" for n in names) + " |")
-    return lines
-
-
-def markdown(rows: Sequence[dict[str, Any]], header: str) -> str:
-    """The table (metrics in %), the anchors beside it, and the header line."""
-    lines = [header, "", "| " + " | ".join(HEADERS) + " |", "|---" * len(HEADERS) + "|"]
-    lines += ["| " + " | ".join(cells(r)) + " |" for r in rows]
-    lines += ["", "Published R@5 anchors (pooled corpora of 1,000 questions, ~6-12k passages):", ""]
-    return "\n".join(lines + anchor_lines()) + "\n"
-
-
-def header_line(rows: Sequence[dict[str, Any]]) -> str:
-    """How many questions were evaluated and how many were excluded as training questions."""
-    plain = [r for r in rows if not r["dataset"].startswith(f"{COMBINED}/")] or rows
-    per_dataset = {r["dataset"]: (r["n"], r["excluded"]) for r in plain}
-    parts = [f"{ds} {n} evaluated, {x} excluded" for ds, (n, x) in per_dataset.items()]
-    return "Held-out questions only (training questions excluded): " + "; ".join(parts) + "."
-
-
-def rich_table(rows: Sequence[dict[str, Any]], title: str) -> Table:
-    table = Table(*HEADERS, title=title)
-    for r in rows:
-        table.add_row(*cells(r))
-    return table
 
 
 # ---- command line -------------------------------------------------------------------------
@@ -279,7 +200,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         InputError: an unknown dataset or policy, a bad count, or an unreadable ids file.
     """
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--datasets", default=",".join([*DATASETS, COMBINED]))
+    parser.add_argument("--datasets", default=",".join([*DATASETS, "combined"]))
     parser.add_argument("--policies", default=",".join(POLICY_NAMES))
     parser.add_argument("--questions", type=int, default=None, help="per dataset (default all)")
     parser.add_argument("--out", type=Path, default=Path("/tmp/sleuth-quality"))
@@ -287,31 +208,48 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--train-ids", type=Path, default=TRAIN_IDS if TRAIN_IDS.exists() else None)
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--embedder", default="minilm")
+    parser.add_argument("--docs", type=int, default=None, help="index gold + N others (a check)")
     args = parser.parse_args(argv)
-    args.datasets = _names(args.datasets, [*DATASETS, COMBINED], "dataset")
+    args.datasets = _names(args.datasets, NAMES, "dataset")
     args.policies = _names(args.policies, list(SCRIPTED), "policy")
     for policy in args.policies:
         parse_policy_spec(policy)
     if args.questions is not None and args.questions < 1:
         raise InputError(f"--questions ({args.questions}) must be at least 1")
+    if args.docs is not None and args.docs < 0:
+        raise InputError(f"--docs ({args.docs}) must not be negative")
     if args.concurrency < 1:
         raise InputError(f"--concurrency ({args.concurrency}) must be at least 1")
     args.train = read_train_ids(args.train_ids)
     return args
 
 
+def subset(corpus: Corpus, tasks: Sequence[Task], others: int) -> Corpus:
+    """The corpus cut to the gold documents of ``tasks`` plus the first ``others`` documents."""
+    gold = {d for t in tasks for d in t.gold_doc_ids}
+    rest = [d.id for d in corpus.docs if d.id not in gold][:others]
+    keep = gold | set(rest)
+    return Corpus(corpus.name, [d for d in corpus.docs if d.id in keep], corpus.tasks)
+
+
 def dataset_rows(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     """Build or reuse the dataset's index, then evaluate every policy on it."""
-    corpus = load_corpus(name)
+    corpus, suffix = load_corpus(name), ""
+    if args.docs is not None:
+        asked = [
+            t for ts in corpus.tasks.values() for t in held_out(ts, args.train, args.questions)
+        ]
+        corpus, suffix = subset(corpus, asked, args.docs), f"-docs{args.docs}"
     started = time.perf_counter()
-    index = open_index(args.out / "index" / f"{name}-{args.embedder}", corpus.docs, args.embedder)
+    path = args.out / "index" / f"{name}-{args.embedder}{suffix}"
+    index = open_index(path, corpus.docs, args.embedder)
     took = time.perf_counter() - started
     console.print(f"{name}: {len(corpus.docs)} documents, {len(index)} chunks ({took:.0f} s)")
     return evaluate(
         corpus,
         index,
         args.policies,
-        args.out / name,
+        args.out / f"{name}{suffix}",
         train_ids=args.train,
         limit=args.questions,
         concurrency=args.concurrency,

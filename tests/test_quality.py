@@ -11,6 +11,7 @@ from statistics import mean
 
 import pytest
 
+from sleuth.corpus import Document
 from sleuth.errors import InputError
 from sleuth.io import read_jsonl
 from sleuth.tasks import read_2wiki
@@ -70,14 +71,17 @@ def test_rows_exclude_training_questions_and_compare_to_single_pass(tiny, tmp_pa
         asked = [tasks[1], tasks[2]] if r["dataset"] == "combined/A" else [tasks[3], tasks[4]]
         mine = [by_id[r["policy"]][t.id] for t in asked]
         assert r["recall_at_5"] == pytest.approx(mean(r_at_5(m) for m in mine))
-        low, high = r["r5_ci"]
+        low, high = r["ci"]["recall_at_5"]
         assert min(map(r_at_5, mine)) <= low <= r["recall_at_5"] <= high
+        assert set(r["ci"]) == {"recall_at_2", "recall_at_5", "final_answer_found"}
         if r["policy"] == "single-pass":
-            assert r["delta_r5"] is None
+            assert r["delta"] == {}
         else:
             base = [by_id["single-pass"][t.id] for t in asked]
             expected = mean(r_at_5(m) - r_at_5(b) for m, b in zip(mine, base, strict=True))
-            assert r["delta_r5"] == pytest.approx(expected)
+            diff, low, high = r["delta"]["recall_at_5"]
+            assert diff == pytest.approx(expected) and low <= diff <= high
+            assert set(r["delta"]) == set(r["ci"])
     md = quality.markdown(rows, quality.header_line(rows))
     assert "combined/A 2 evaluated, 1 excluded" in md
     assert "| HippoRAG 2 | 74.7 | 90.4 | 96.3 |" in md
@@ -122,7 +126,8 @@ def test_command_line_writes_markdown_and_json(tmp_path, monkeypatch, capsys):
     lines = resources.files("sleuth").joinpath(PACKAGED_2WIKI).read_text().splitlines()[:4]
     sample = tmp_path / "wiki.jsonl"
     sample.write_text("\n".join(lines) + "\n")
-    monkeypatch.setattr(quality, "DATASETS", {"2Wiki": (read_2wiki, sample, "2wikimultihopqa")})
+    datasets = {"2Wiki": (read_2wiki, sample, "2wikimultihopqa")}
+    monkeypatch.setattr(sys.modules["_datasets"], "DATASETS", datasets)
     monkeypatch.setattr(quality, "TRAIN_IDS", tmp_path / "no-ranker.json")  # nothing excluded
     out, json_path = tmp_path / "out", tmp_path / "rows" / "quality.json"
     argv = ["--datasets", "2Wiki", "--policies", "single-pass", "--out", str(out)]
@@ -133,3 +138,42 @@ def test_command_line_writes_markdown_and_json(tmp_path, monkeypatch, capsys):
     assert f"| 2Wiki | single-pass | 3 | {100 * rows[0]['recall_at_2']:.1f} |" in md
     assert "| BM25 | 43.5 | 65.3 | 74.8 |" in md
     assert "2Wiki 3 evaluated, 0 excluded" in capsys.readouterr().out
+
+
+def test_pooled_corpus_adds_passages_without_losing_gold_text_or_ids():
+    datasets = sys.modules["_datasets"]
+    docs = [
+        Document(id="ed-wood", title="Ed Wood", text="Ed Wood was a director."),
+        Document(id="teutberga", title="Teutberga", text="Teutberga was a queen."),
+    ]
+    passages = [
+        ("Teutberga", "Teutberga was a queen."),  # already there: nothing added
+        ("Ed Wood", "He directed Plan 9."),  # new text of a known title: appended
+        ("Ed-Wood", "A different article whose slug is taken."),
+        ("Lothair II", "Lothair II was a king."),
+        ("Lothair II", "Lothair II was a king."),
+    ]
+    pooled = {d.id: d for d in datasets.pool_passages(docs, passages)}
+    assert pooled["teutberga"].text == "Teutberga was a queen."
+    assert pooled["ed-wood"].text == "Ed Wood was a director.\n\nHe directed Plan 9."
+    assert pooled["lothair-ii"].text == "Lothair II was a king."
+    (clash,) = [d for d in pooled.values() if d.title == "Ed-Wood"]
+    assert clash.id.startswith("ed-wood-") and len(pooled) == 4
+
+
+def test_docs_option_keeps_the_asked_gold_documents_plus_n_others(tiny):
+    docs, tasks, _, _ = tiny
+    corpus = quality.Corpus("2Wiki", docs, {"2Wiki": tasks})
+    cut = quality.subset(corpus, tasks[:2], 3)
+    gold = {d for t in tasks[:2] for d in t.gold_doc_ids}
+    assert gold <= {d.id for d in cut.docs} and len(cut.docs) == len(gold) + 3
+    assert quality.parse_args(["--datasets", "pooled,enron,patents", "--docs", "5"]).docs == 5
+
+
+def test_rows_sit_next_to_hippo_rag_2():
+    report = sys.modules["_report"]
+    assert [report.anchor_r5(d) for d in ("pooled/MuSiQue", "2Wiki", "enron")] == [
+        "74.7",
+        "90.4",
+        "–",
+    ]

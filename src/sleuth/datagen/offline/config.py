@@ -44,6 +44,10 @@ class OfflineConfig:
     """Shorter titles ("Up", "It") are ordinary words, not links."""
     max_name_df: int = 10
     """A name found (case-insensitively) in more documents than this is too common to link."""
+    facts: bool = True
+    """When the link templates (which need titled, Wikipedia-like documents) make fewer than
+    ``n`` tasks, fill the rest with one-hop ``fact`` tasks (:mod:`~sleuth.datagen.offline.facts`),
+    which any corpus can give: e-mails, notes, short templated records."""
 
     def __post_init__(self) -> None:
         if len(self.mix) != 3 or any(m < 0 for m in self.mix) or sum(self.mix) <= 0:

@@ -1,6 +1,6 @@
 """The LLM-free task generator: verified single-hop, bridge and comparison tasks from a corpus.
 
-It needs only titled documents (a Wikipedia-like corpus). Document A *links* to document B when a
+Its link templates need titled documents (a Wikipedia-like corpus). Document A *links* to document B when a
 sentence of A names B's title. From that link structure it builds three templates:
 
 * ``single`` (1 hop): a verbatim sentence of B with B's names, years and numbers masked; the
@@ -18,6 +18,11 @@ Distractors are BM25 neighbours of the clues that do not contain the answer or a
 records where its gold documents rank in BM25 for its full query (``bm25_gold_ranks``, and
 ``bm25_answer_rank`` for the document whose title is the answer) and whether one of them is the
 top hit (``bm25_top1_gold``, the leakage flag).
+
+When these fall short of ``n`` (a corpus without titles, or of e-mails or short templated
+records), one-hop ``fact`` tasks fill the rest (:mod:`~sleuth.datagen.offline.facts`): a verbatim
+sentence with one name, address or identifier masked, kept only if no other place in the corpus
+has the same sentence around another value.
 
 Output is deterministic for a given corpus, ``n`` and seed.
 
@@ -37,6 +42,7 @@ from dataclasses import dataclass, field
 from sleuth.corpus.models import Document
 from sleuth.datagen.offline.config import OFFLINE_GENERATOR, TEMPLATES, OfflineConfig
 from sleuth.datagen.offline.corpus import Corpus
+from sleuth.datagen.offline.facts import fact_drafts
 from sleuth.datagen.offline.masking import Entity
 from sleuth.datagen.offline.templates import (
     Draft,
@@ -166,6 +172,8 @@ def generate_offline(
         missing += quota - run.take(streams[template], quota)
     for template in TEMPLATES:  # give what a short template could not fill to the others
         missing -= run.take(streams[template], missing)
+    if config.facts and missing > 0:  # any corpus, titled or not, has facts
+        missing -= run.take(fact_drafts(run.corpus, random.Random(rng.random()), config), missing)
     stages = [run.draft, run.verify, run.distract]
     report = build_report(
         run.tasks,
@@ -189,6 +197,9 @@ _ADVICE = {
     "too_few_distractors": "too few similar documents free of the answer: add documents or "
     "lower OfflineConfig.min_distractors",
     "no_distinct_years": "comparisons need people or works dated in their first sentence",
+    "clue_not_unique": "the sentences around names and numbers recur across documents "
+    "(templated records): give records that differ in more than the filled-in values",
+    "no_answer_span": "no sentence holds a name, e-mail address or identifier to ask for",
 }
 
 
@@ -197,8 +208,8 @@ def shortfall(corpus: Corpus, report: QualityReport, n: int) -> str | None:
     if report.tasks >= n:
         return None
     made = f"made {report.tasks} of {n} tasks"
-    if not corpus.entities:
-        return f"{made}: no document has a title; the generator needs titled documents"
+    if not corpus.entities and not report.tasks:
+        return f"{made}: no document has a title or a sentence that singles out a name or number"
     reasons: Counter[str] = Counter()
     for stage in report.stages:
         reasons.update(stage.reasons)
