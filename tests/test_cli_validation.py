@@ -314,8 +314,6 @@ def test_issue_28_cases(inputs, tmp_path, monkeypatch, busy_port, argv, code, me
         assert message in result.stderr
         return
     lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
-    if argv[0] == "eval" and writes:  # the eval's progress bar draws on stderr too
-        lines = [ln for ln in lines if ln.startswith("error: ")]
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     assert message in lines[0]
     after = {k: v for k, v in _snapshot(work).items() if not k.startswith(writes or ("//",))}

@@ -172,6 +172,7 @@ def eval_cmd(
         harness_config=_harness_config(budget, max_turns, max_reply_tokens),
         beta=beta,
         retry_failed=retry_failed,
+        progress=console.is_terminal,  # a bar in a log is noise around the one error line
     )
     task_list = load_tasks(tasks)[:limit]
     if not task_list:
