@@ -38,9 +38,9 @@ def check_ingest_inputs(
     seen: set[str] = set()
     for d in docs:
         if not d.id.strip():
-            raise InputError("empty document id", record=repr(d.id))
+            raise InputError("empty document id", source=f"document {d.id!r}")
         if d.id in seen:
-            raise InputError("document id given twice", record=d.id)
+            raise InputError("document id given twice", source=f"document {d.id!r}")
         seen.add(d.id)
         for key, value in d.metadata.items():
             _check_metadata(key, value, d.id)
@@ -49,18 +49,21 @@ def check_ingest_inputs(
 def _check_metadata(key: object, value: object, doc_id: str) -> None:
     """One metadata entry as Chroma can store it (lists and objects are stored as text)."""
     if not isinstance(key, str) or not key.strip():
-        raise InputError(f"metadata key {key!r} is empty", record=doc_id)
+        raise InputError(f"metadata key {key!r} is empty", source=f"document {doc_id!r}")
     if key in RESERVED_KEYS or key.startswith(("chroma:", "#", "$")):
         raise InputError(
             f"metadata key {key!r} is reserved (sleuth's {sorted(RESERVED_KEYS)}, or Chroma's "
             "'chroma:', '#', '$' names); rename it",
-            record=doc_id,
+            source=f"document {doc_id!r}",
         )
     if isinstance(value, float) and not math.isfinite(value):
-        raise InputError(f"metadata {key!r} is {value}, which Chroma cannot store", record=doc_id)
+        raise InputError(
+            f"metadata {key!r} is {value}, which Chroma cannot store", source=f"document {doc_id!r}"
+        )
     if isinstance(value, int) and not isinstance(value, bool) and value not in _INT64:
         raise InputError(
-            f"metadata {key!r} is an integer beyond 64 bits; give it as a string", record=doc_id
+            f"metadata {key!r} is an integer beyond 64 bits; give it as a string",
+            source=f"document {doc_id!r}",
         )
 
 
