@@ -122,7 +122,7 @@ JSON = st.recursive(
     max_leaves=6,
 )
 FAST = settings(
-    max_examples=8,
+    max_examples=6,
     deadline=None,
     derandomize=True,
     suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],

@@ -193,7 +193,8 @@ def test_bad_input_is_one_line_exit_2_nothing_written(inputs, tmp_path, monkeypa
     assert _snapshot(work) == before
 
 
-# Issue 28: each case, its exit code, a word of its one stderr line, and what it may write.
+# Issue 28: each case, its exit code, a word of its one stderr line, and what it may write
+# (case 12, the size of MCP replies, is in test_mcp_server: it needs the MCP client).
 SCORE = ["score", "--task", "tasks.jsonl", "--trajectory"]
 EVAL = ["eval", "--index", "ix", "--tasks", "tasks.jsonl", "--policy", "single-pass", "--out"]
 RUN = ["run", "capital of France", "--index", "ix", "--policy", "single-pass"]

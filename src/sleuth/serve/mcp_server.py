@@ -18,7 +18,9 @@ The server keeps no state between calls: the harness's dedup becomes ``search_co
 can share one server, and the HTTP transport runs stateless.
 
 A failing store (a Chroma server gone mid-session) reaches the caller as an error result that
-names the cause, like any tool error. String arguments are capped (``MAX_ARGUMENT_CHARS``), so
+names the cause, like any tool error; so does a ``search`` whose policy never answered. Every
+reply stays under the 1 MB a client accepts (:mod:`sleuth.serve.limits`): a longer one is cut
+and says so. String arguments are capped (``MAX_ARGUMENT_CHARS``), so
 an error never echoes a megabyte argument back. Over HTTP, a bind beyond loopback, where the
 SDK drops its Host/Origin checks, needs a bearer token or an explicit ``insecure``; ``GET /mcp``
 answers at once (a stateless server has no event stream), so readiness probes never hang.
