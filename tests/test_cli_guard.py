@@ -63,15 +63,16 @@ def _option_name(param: inspect.Parameter, annotation: Any) -> str | None:
     info = infos[0] if infos else param.default
     if isinstance(info, typer.models.ArgumentInfo) or not isinstance(info, typer.models.OptionInfo):
         return None
-    decls = [d for d in info.param_decls or () if d.startswith("--")]
+    given = (info.default, *(info.param_decls or ()))  # Option("--json") keeps it as default
+    decls = [d for d in given if isinstance(d, str) and d.startswith("--")]
     return decls[0] if decls else "--" + param.name.replace("_", "-")
 
 
-BAD_OF_TYPE = {int: "twelve", float: "a lot"}  # a value its type cannot parse
+BAD_OF_TYPE = {int: "twelve", float: "a lot", bool: "maybe"}  # what its type cannot parse
 
 
 def typed_options() -> list[tuple[tuple, str, str]]:
-    """(command path, option, bad value) for every numeric option of every command."""
+    """(command path, option, bad value) for every numeric option and flag of every command."""
     rows = []
     for path, callback in _commands(app):
         hints = typing.get_type_hints(callback, include_extras=True)
@@ -89,8 +90,8 @@ OPTIONS = typed_options()
 def test_the_guard_sees_the_options_it_must():
     names = {(" ".join(p), o) for p, o, _ in OPTIONS}
     assert {("eval", "--limit"), ("score", "--beta"), ("ingest", "--batch-size")} <= names
-    assert {("serve mcp", "--port"), ("train rl", "--steps")} & names
-    assert len(OPTIONS) > 40
+    assert {("serve mcp", "--port"), ("ingest", "--repair"), ("run", "--json")} <= names
+    assert len(OPTIONS) > 60
 
 
 @pytest.mark.parametrize(
@@ -98,7 +99,8 @@ def test_the_guard_sees_the_options_it_must():
 )
 def test_every_option_with_a_bad_value_is_one_line_exit_2(tmp_path, monkeypatch, path, option, bad):
     monkeypatch.chdir(tmp_path)
-    result = CliRunner().invoke(app, [*path, option, bad])
+    given = [f"{option}={bad}"] if bad == BAD_OF_TYPE[bool] else [option, bad]  # a flag takes none
+    result = CliRunner().invoke(app, [*path, *given])
     lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
     assert result.exit_code == 2, (result.stderr, result.exception)
     assert len(lines) == 1 and lines[0].startswith("error: ") and option in lines[0], lines
