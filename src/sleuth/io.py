@@ -135,6 +135,18 @@ def read_jsonl(path: str | Path, fix: str = "") -> Iterator[dict[str, Any]]:
         yield value
 
 
+def read_json(path: str | Path, fix: str = "") -> Any:
+    """The JSON value of a file sleuth wrote (a cache entry, a ledger, a checkpoint's state);
+    a missing, non-UTF-8 or non-JSON file is one :class:`InputError` naming it, then ``fix``."""
+    hint = f"; {fix}" if fix else ""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise InputError(f"cannot read: {e.strerror or e}", source=str(path)) from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise InputError(f"not a JSON file sleuth wrote ({e}){hint}", source=str(path)) from None
+
+
 @contextmanager
 def folder_lock(folder: str | Path, what: str) -> Iterator[None]:
     """Hold the one-writer lock of ``folder`` (created if missing) until the block ends.
