@@ -6,6 +6,7 @@ in process (typer's runner), so the table costs one import of sleuth, not one pe
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import shutil
@@ -17,11 +18,17 @@ from typer.testing import CliRunner
 
 from sleuth.cli import app
 from sleuth.corpus.models import Document
+from sleuth.eval import EvalConfig, run_eval
+from sleuth.harness import run_query
 from sleuth.index import Index
 from sleuth.index.manifest import MANIFEST
 from sleuth.io import LOCK_FILE, folder_lock
+from sleuth.policies import make_policy, spec
 from sleuth.tasks import save_tasks
+from sleuth.tools.toolbox import Toolbox
 from tests.test_eval import make_tasks
+
+QUIET = EvalConfig(progress=False)
 
 
 def _dead_port() -> int:
@@ -57,7 +64,34 @@ def inputs(tmp_path_factory) -> Path:
     (root / "f.txt").write_text("a file")
     (root / "d").mkdir()
     save_tasks(root / "tasks.jsonl", make_tasks()[:1])
+    _issue_28_inputs(root)
     return root
+
+
+def _issue_28_inputs(root: Path) -> None:
+    """The files of issue 28's cases: odd ingest records, broken trajectories and results."""
+    records = {
+        "surrogate": '{"id": "a", "text": "bad \\ud800 text"}',
+        "reserved": '{"id": "a", "text": "x", "metadata": {"chroma:document": "y"}}',
+        "dicttitle": '{"id": "a", "text": "x", "title": {"x": 1}}',
+        "listid": '{"id": ["a", "b"], "text": "x"}',
+        "onechar": '{"id": "a", "text": "y"}',
+    }
+    for name, line in records.items():
+        (root / f"{name}.jsonl").write_text(line + "\n")
+    (root / "garbage.jsonl").write_text("{not json\n")
+    (root / "binary.jsonl").write_bytes(bytes(range(256)))
+    (root / "empty.jsonl").write_text("")
+    run_query(
+        Toolbox(Index.open(root / "ix")),
+        "capital of France",
+        policy=make_policy("single-pass"),
+        trajectory=root / "traj.jsonl",
+    )
+    tasks = make_tasks()[:1]
+    run_eval(tasks, "single-pass", Toolbox(Index.open(root / "ix")), root / "ev", QUIET)
+    results = root / "ev" / "results.jsonl"
+    results.write_text("garbage\n" + results.read_text())
 
 
 INGEST_GOOD = ["ingest", "good.jsonl", "--embedder", "hash:64"]
@@ -157,6 +191,136 @@ def test_bad_input_is_one_line_exit_2_nothing_written(inputs, tmp_path, monkeypa
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
     assert message in lines[0]
     assert _snapshot(work) == before
+
+
+# Issue 28: each case, its exit code, a word of its one stderr line, and what it may write
+# (case 12, the size of MCP replies, is in test_mcp_server: it needs the MCP client).
+SCORE = ["score", "--task", "tasks.jsonl", "--trajectory"]
+EVAL = ["eval", "--index", "ix", "--tasks", "tasks.jsonl", "--policy", "single-pass", "--out"]
+RUN = ["run", "capital of France", "--index", "ix", "--policy", "single-pass"]
+DEAD = ["--model", "m", "--base-url", "{dead}"]
+ISSUE_28 = [
+    (
+        "1 lone surrogate",
+        ["ingest", "surrogate.jsonl", "--index", "new", "--embedder", "hash:64"],
+        0,
+        "lone surrogates replaced by U+FFFD",
+        ("new",),
+    ),
+    (
+        "2 reserved key",
+        ["ingest", "reserved.jsonl", "--index", "new", "--embedder", "hash:64"],
+        2,
+        "'chroma:document' is reserved",
+        (),
+    ),
+    ("3 title", ["ingest", "dicttitle.jsonl", "--index", "new"], 2, "'title' must be a string", ()),
+    ("3 id", ["ingest", "listid.jsonl", "--index", "new"], 2, "'id' must be a string", ()),
+    (
+        "4 one letter",
+        ["ingest", "onechar.jsonl", "--index", "new", "--embedder", "hash:64"],
+        0,
+        "indexed 1 documents / 1 chunks",
+        ("new",),
+    ),
+    (
+        "5 dead chroma",
+        [*INGEST_GOOD, "--index", "new", "--chroma-url", "{dead}"],
+        2,
+        "no Chroma server answers",
+        (),
+    ),
+    (
+        "5 not a url",
+        [*INGEST_GOOD, "--index", "new", "--chroma-url", "not a url"],
+        2,
+        "give http://HOST:PORT",
+        (),
+    ),
+    (
+        "6 repair nothing",
+        ["ingest", "good.jsonl", "--index", "nowhere", "--repair"],
+        2,
+        "not a sleuth index",
+        (),
+    ),
+    ("7 malformed", [*SCORE, "garbage.jsonl"], 2, "line 1 is not JSON", ()),
+    ("7 binary", [*SCORE, "binary.jsonl"], 2, "not UTF-8", ()),
+    ("7 missing", [*SCORE, "missing.jsonl"], 2, "cannot read", ()),
+    ("7 beta nan", [*SCORE, "traj.jsonl", "--beta", "nan"], 2, "beta (nan)", ()),
+    ("7 beta -2", [*SCORE, "traj.jsonl", "--beta", "-2"], 2, "beta (-2.0)", ()),
+    ("8 garbage results", [*EVAL, "ev"], 2, "delete that line and rerun", ()),
+    ("8 empty tasks", [*EVAL, "new", "--tasks", "empty.jsonl"], 2, "holds no tasks", ()),
+    ("8 limit 0", [*EVAL, "new", "--limit", "0"], 2, "--limit", ()),
+    ("9 /proc", [*RUN, "--trajectory", "/proc/version"], 2, "cannot create files in /proc", ()),
+    ("9 reranker", [*RUN, "--reranker", "cross-encoder:/nonexistent"], 2, "no such folder", ()),
+    ("10 demo out", ["demo", "--quick", "--out", "f.txt"], 2, "is a file", ()),
+    (
+        "10 demo policy",
+        ["demo", "--quick", "--out", "new", "--policy", "bogus"],
+        2,
+        "unknown policy 'bogus'",
+        (),
+    ),
+    (
+        "11 busy port",
+        ["serve", "mcp", "--index", "ix", "--http", "--port", "{busy}"],
+        2,
+        "Address already in use",
+        (),
+    ),
+    (
+        "13 run",
+        ["run", "q", "--index", "ix", *DEAD, "--trajectory", "t.jsonl"],
+        2,
+        "never answered",
+        ("t.jsonl",),
+    ),
+    (
+        "13 eval",
+        ["eval", "--index", "ix", "--tasks", "tasks.jsonl", "--out", "new", *DEAD],
+        2,
+        "every query failed",
+        ("new",),
+    ),
+]
+
+
+@pytest.fixture
+def busy_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield s.getsockname()[1]
+
+
+@pytest.mark.parametrize(
+    ("argv", "code", "message", "writes"), [c[1:] for c in ISSUE_28], ids=[c[0] for c in ISSUE_28]
+)
+def test_issue_28_cases(inputs, tmp_path, monkeypatch, busy_port, argv, code, message, writes):
+    """Exit 2 with one line and nothing written; or (cases 1, 4) a clean success, and (13) a
+    failed run that names the endpoint and the cause, with its trajectory written."""
+    work = tmp_path / "w"
+    shutil.copytree(inputs, work)
+    monkeypatch.chdir(work)
+    # an endpoint that never answers fails at once instead of after 4 retries
+    monkeypatch.setattr(spec, "PolicyOptions", functools.partial(spec.PolicyOptions, max_retries=0))
+    dead = f"http://127.0.0.1:{_dead_port()}"
+    argv = [a.replace("{dead}", dead).replace("{busy}", str(busy_port)) for a in argv]
+    before = _snapshot(work)
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == code, (result.stdout, result.stderr, result.exception)
+    assert not isinstance(result.exception, Exception)  # a SystemExit, never a crash
+    if code == 0:
+        assert message in result.stderr
+        return
+    lines = [ln for ln in result.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert message in lines[0]
+    after = {k: v for k, v in _snapshot(work).items() if not k.startswith(writes or ("//",))}
+    assert after == before
+    if writes:
+        assert dead in lines[0] and "Connection refused" in lines[0] and writes[0] in lines[0]
 
 
 def test_second_datagen_run_into_one_folder_is_refused(inputs, tmp_path, monkeypatch):

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shlex
 import shutil
 import subprocess
@@ -18,6 +19,7 @@ from sleuth.corpus.models import Document
 from sleuth.embed import HashEmbedder
 from sleuth.errors import BusyError, IndexIncompleteError, InputError
 from sleuth.index import Index
+from sleuth.index.ingest_checks import clean_documents
 from sleuth.index.manifest import MANIFEST, IndexManifest
 from sleuth.io import folder_lock
 
@@ -101,6 +103,14 @@ def test_collection_name_is_configurable_and_checked(tmp_path):
         (_docs("d", 3, "two"), 10**6, "batch size"),
         ([Document(id="d0", text="new text", metadata={"": 1})], 8, "metadata key"),
         ([*_docs("d", 2, "two"), *_docs("d", 1, "three")], 8, "given twice"),
+        # issue 28: what Chroma or sleuth reserve, and values Chroma would store as null
+        *[
+            ([Document(id="d0", text="t", metadata={key: 1})], 8, re.escape(f"'{key}' is reserved"))
+            for key in ("chroma:document", "#embedding", "$and", "doc_id", "title", "sha")
+        ],
+        ([Document(id="d0", text="t", metadata={"k": float("nan")})], 8, "cannot store"),
+        ([Document(id="d0", text="t", metadata={"k": 2**64})], 8, "beyond 64 bits"),
+        ([Document(id=" ", text="t")], 8, "empty document id"),
     ],
 )
 def test_bad_reingest_changes_nothing(tmp_path, docs, batch_size, message):
@@ -109,6 +119,28 @@ def test_bad_reingest_changes_nothing(tmp_path, docs, batch_size, message):
     with pytest.raises(InputError, match=message):
         index.ingest(docs, batch_size=batch_size)
     assert _state(tmp_path / "ix") == before
+
+
+def test_lone_surrogates_are_stored_as_replacement_characters(tmp_path):
+    """Issue 28 item 1: as model replies are, never a UnicodeEncodeError mid-ingest."""
+    bad = Document(
+        id="s\ud800", text="half \udc00 a pair", title="t\ud83d", metadata={"k": "\ud800"}
+    )
+    fixed, changed = clean_documents([bad, *_docs("d", 1)])
+    assert changed == ["s\ufffd"] and fixed[1] is not bad
+    index = _built(tmp_path / "ix", [bad])
+    [row] = index.document_chunks("s\ufffd")
+    assert row.text == "half \ufffd a pair" and row.title == "t\ufffd"
+    got = index.collection.get(ids=[row.id], include=["metadatas"])["metadatas"][0]
+    assert got["k"] == "\ufffd"
+
+
+def test_a_one_letter_corpus_is_searchable(tmp_path):
+    """No word survives BM25's stop words and stemming: no lexical side, no crash."""
+    index = _built(tmp_path / "ix", [Document(id="y", text="y")])
+    assert index.lexical.retriever is None and index.lexical_search("y", 5) == []
+    reopened = Index.open(tmp_path / "ix")
+    assert reopened.dense_search(reopened.embedder.embed_query("y"), 5)[0][0] == "y_0"
 
 
 def test_crashed_reingest_keeps_old_chunks_until_replaced(tmp_path):

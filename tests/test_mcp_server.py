@@ -22,14 +22,16 @@ import httpx2
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
-from mcp.types import CallToolResult
+from mcp.types import CallToolResult, TextContent
 
 from sleuth.corpus.models import Document
 from sleuth.errors import InputError
 from sleuth.index import Index
 from sleuth.policies.openai_chat import OpenAIChatPolicy
 from sleuth.serve import policy_factory_for
-from sleuth.serve.mcp_server import http_notice
+from sleuth.serve.limits import MAX_REPLY_BYTES, bounded
+from sleuth.serve.mcp_server import McpServerConfig, SleuthTools, http_notice
+from sleuth.tools.toolbox import Toolbox
 
 TOOL_NAMES = {"search_corpus", "grep_corpus", "read_document", "prune_chunks", "search"}
 QUESTION = "Which river flows through Egypt?"
@@ -222,20 +224,25 @@ def test_streamable_http_on_localhost(index_dir: Path):
     proc, port = start_http(index_dir)
     url = f"http://127.0.0.1:{port}/mcp"
 
-    async def run() -> tuple[set[str], CallToolResult]:
+    async def run() -> tuple[set[str], CallToolResult, CallToolResult]:
         async with streamable_http_client(url) as (read, write), ClientSession(read, write) as s:
             await s.initialize()
             names = {t.name for t in (await s.list_tools()).tools}
-            return names, await s.call_tool("search", {"query": QUESTION})
+            many = [f"nowhere{i}_0" for i in range(200_000)]  # a 2 MB reply before issue 28
+            pruned = await s.call_tool("prune_chunks", {"chunk_ids": ["nile_0", *many]})
+            return names, await s.call_tool("search", {"query": QUESTION}), pruned
 
     try:
-        names, reply = anyio.run(run)
+        names, reply, pruned = anyio.run(run)
         probe = httpx.get(url, timeout=5)  # a readiness probe; the SDK held GETs open forever
         stream = httpx.get(url, headers={"Accept": "text/event-stream"}, timeout=5)
     finally:
         stderr = stop(proc)
     assert names == TOOL_NAMES
     assert structured(reply)["documents"]
+    assert len(pruned.model_dump_json().encode()) < MAX_REPLY_BYTES  # the client took it whole
+    assert structured(pruned)["pruned"] == ["nile_0"] and structured(pruned)["unknown"]
+    assert "reply cut" in structured(pruned)["note"] and "reply cut" in text(pruned)
     assert probe.status_code == 200 and probe.json()["status"] == "ready"
     assert stream.status_code == 405 and stream.headers["allow"] == "POST"
     assert f"sleuth MCP on {url}: this machine only" in stderr
@@ -389,3 +396,31 @@ def test_store_down_mid_session_reaches_the_caller_with_its_cause(tmp_path: Path
     [item] = structured(down)["result"]
     assert "ConnectError" in item["error"]
     assert [c["id"] for c in structured(grep)["result"]] == ["alps_0"]
+
+
+def test_a_long_reply_is_cut_to_the_limit_and_says_so():
+    hits = [{"id": f"d{i}_0", "text": "x" * 1000} for i in range(50)]
+    reply = CallToolResult(
+        content=[TextContent(type="text", text="y" * 60_000)],
+        structured_content={"result": hits},
+    )
+    assert bounded(reply, limit=200_000) is reply
+    cut = bounded(reply, limit=20_000)
+    assert len(cut.model_dump_json(by_alias=True, exclude_none=True).encode()) <= 20_000
+    kept = structured(cut)["result"]
+    assert 0 < len(kept) < 50 and kept == hits[: len(kept)]  # the best hits, in order
+    assert "reply cut" in structured(cut)["note"] and text(cut).endswith(structured(cut)["note"])
+
+
+def test_search_whose_policy_never_answered_is_an_error_result(index_dir: Path, tmp_path: Path):
+    """Not an empty list: the caller learns the endpoint and the cause."""
+    dead = f"http://127.0.0.1:{free_port()}/v1"
+    tools = SleuthTools(
+        Toolbox(Index.open(index_dir)),
+        lambda seed: OpenAIChatPolicy("m", base_url=dead, max_retries=0),
+        McpServerConfig(trajectory_dir=tmp_path),
+    )
+    reply = tools.search(QUESTION)
+    assert reply.is_error and reply.structured_content is None
+    assert dead in text(reply) and "Connection refused" in text(reply)
+    assert len(list(tmp_path.iterdir())) == 1  # the trajectory is still written

@@ -28,7 +28,7 @@ from sleuth.corpus.models import Document
 from sleuth.errors import ConfigError, IndexIncompleteError, InputError
 from sleuth.harness import BudgetConfig, HarnessConfig, load_trajectory
 from sleuth.index import Index
-from sleuth.io import atomic_write_text
+from sleuth.io import atomic_write_text, check_folder_target
 from sleuth.policies.spec import BuiltPolicy, adapter_settings, build_policy, shipped_adapter
 from sleuth.progress import progress_bar
 from sleuth.ranking.model import load_ranker
@@ -172,6 +172,8 @@ def run_demo(
     from sleuth.eval import EvalConfig, run_eval
     from sleuth.tasks import save_tasks
 
+    check_folder_target(out, "--out")
+    runs = subagent_runs(policy, config)  # a bad --policy fails here, before any work
     out.mkdir(parents=True, exist_ok=True)
     docs, tasks, sub = choose(config)
     save_tasks(out / "tasks.jsonl", tasks)
@@ -185,7 +187,6 @@ def run_demo(
             run_eval(tasks, name, tools, out / name, EvalConfig(concurrency=2)),
             name,
         )
-    runs = subagent_runs(policy, config)
     for run in runs:
         budget = run.policy.harness(DEMO_HARNESS).budget
         console.print(

@@ -6,6 +6,11 @@ Each subclasses the stdlib error it stands in for, so callers that only know
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pydantic import ValidationError
+
 
 class SleuthError(Exception):
     """Base class for every error sleuth raises on purpose."""
@@ -34,5 +39,16 @@ class ToolError(SleuthError, RuntimeError):
     """A tool call the policy made that cannot be served (bad regex, unknown document, ...)."""
 
 
+class RunFailedError(SleuthError, RuntimeError):
+    """A run ended on its policy's failure (an endpoint that never answered), or every query of
+    an eval did: the command failed, though its trajectories were written."""
+
+
 class BusyError(SleuthError, RuntimeError):
     """Another sleuth process holds the lock of a folder it is writing (an index, an eval run)."""
+
+
+def describe_validation_error(err: ValidationError) -> str:
+    """One line naming the failing fields of a pydantic error, for an ``InputError`` message."""
+    parts = [f"{'.'.join(map(str, e['loc'])) or 'record'}: {e['msg']}" for e in err.errors()[:3]]
+    return "; ".join(parts).replace("\n", " ")

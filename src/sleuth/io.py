@@ -10,6 +10,7 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import tempfile
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -104,12 +105,46 @@ def json_lines(text: str, *, torn_tail_ok: bool = False) -> Iterator[tuple[int, 
         yield n, value
 
 
-def read_jsonl(path: str | Path) -> Iterator[dict[str, Any]]:
-    """Yield the complete JSON lines of a file; a torn last line (a crash mid-write) is skipped."""
-    with open(path, encoding="utf-8") as f:
-        text = f.read()
-    for _, value in json_lines(text, torn_tail_ok=True):
+def read_jsonl(path: str | Path, fix: str = "") -> Iterator[dict[str, Any]]:
+    """Yield the complete JSON objects of a file; a torn last line (a crash mid-write) is skipped.
+
+    The one reader of the records sleuth wrote (trajectories, eval results, run logs): a missing
+    or unreadable file, text that is not UTF-8 and a line that is not a JSON object are each an
+    :class:`InputError` naming the file and the line, ending with ``fix`` (how to recover).
+    """
+    source, hint = str(path), f"; {fix}" if fix else ""
+    try:
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+    except UnicodeDecodeError as e:
+        raise InputError(f"not UTF-8 text (byte {e.start}){hint}", source=source) from None
+    except OSError as e:
+        raise InputError(f"cannot read: {e.strerror or e}", source=source) from None
+    lines = json_lines(text, torn_tail_ok=True)
+    while True:
+        try:
+            n, value = next(lines)
+        except StopIteration:
+            return
+        except JsonLineError as e:
+            raise InputError(
+                f"line {e.lineno} is not JSON ({e.msg}){hint}", source=source
+            ) from None
+        if not isinstance(value, dict):
+            raise InputError(f"line {n} is not a JSON object{hint}", source=source)
         yield value
+
+
+def read_json(path: str | Path, fix: str = "") -> Any:
+    """The JSON value of a file sleuth wrote (a cache entry, a ledger, a checkpoint's state);
+    a missing, non-UTF-8 or non-JSON file is one :class:`InputError` naming it, then ``fix``."""
+    hint = f"; {fix}" if fix else ""
+    try:
+        return json.loads(Path(path).read_text(encoding="utf-8"))
+    except OSError as e:
+        raise InputError(f"cannot read: {e.strerror or e}", source=str(path)) from None
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+        raise InputError(f"not a JSON file sleuth wrote ({e}){hint}", source=str(path)) from None
 
 
 @contextmanager
@@ -170,12 +205,24 @@ def check_folder_target(path: str | Path, option: str) -> None:
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise InputError(f"{option} is a file; give a folder", source=str(path))
-    _check_parents(path, option)
+    _check_parents(path / "x", option, path)  # a folder that exists must take new files
 
 
-def _check_parents(path: Path, option: str) -> None:
+def _check_parents(path: Path, option: str, named: Path | None = None) -> None:
+    """The nearest existing folder above ``path`` must be a folder we can create files in
+    (probed with a file made and removed at once: permissions, read-only mounts and ``/proc``
+    all refuse it, where ``os.access`` would say yes to root)."""
     for parent in path.absolute().parents:
         if parent.exists():
             if not parent.is_dir():
-                raise InputError(f"{option} is under a file ({parent})", source=str(path))
+                raise InputError(f"{option} is under a file ({parent})", source=str(named or path))
+            try:
+                fd, probe = tempfile.mkstemp(prefix=".sleuth-probe-", dir=parent)
+            except OSError as e:
+                raise InputError(
+                    f"{option}: cannot create files in {parent} ({e.strerror}); choose another path",
+                    source=str(named or path),
+                ) from None
+            os.close(fd)
+            os.unlink(probe)
             return

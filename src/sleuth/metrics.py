@@ -27,6 +27,7 @@ facts found; fact precision = share of final documents that are gold or hold a g
 
 from __future__ import annotations
 
+import math
 import re
 import unicodedata
 from collections.abc import Iterable, Sequence
@@ -35,10 +36,19 @@ from typing import Any
 from pydantic import BaseModel
 
 from sleuth.corpus import doc_id_of
+from sleuth.errors import ConfigError
 from sleuth.harness.summary import RunSummary
 from sleuth.tasks.schema import Task
 
 BETA = 4.0  # report §5: β of F_β (annealed towards 2 across RL epochs by training)
+
+
+def check_beta(beta: float) -> float:
+    """``beta`` if it is a usable β of F_β (finite and positive), else a ConfigError."""
+    if not (math.isfinite(beta) and beta > 0):
+        raise ConfigError(f"beta ({beta}) must be a positive number, e.g. {BETA}")
+    return beta
+
 
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 _YES_NO = {"yes", "no"}

@@ -11,14 +11,44 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 from rich.progress import Progress
+from typer.core import TyperGroup
 
 from sleuth.errors import InputError, SleuthError
 from sleuth.progress import progress_bar as _progress_bar
+
+# click's exceptions, wherever this typer takes click from (newer releases carry their own copy)
+_CLICK = sys.modules[typer.BadParameter.__module__]
+
+
+class OneLineErrors(TyperGroup):
+    """The ``sleuth`` group: a usage error (a value of the wrong type, a missing option, an
+    unknown command) is one line on stderr and exit code 2, like every other bad input, instead
+    of click's boxed, multi-line report."""
+
+    def main(self, args: Any = None, prog_name: Any = None, *rest: Any, **kw: Any) -> Any:
+        standalone = kw.pop("standalone_mode", True)
+        if not standalone:
+            return super().main(args, prog_name, *rest, standalone_mode=False, **kw)
+        try:
+            code = super().main(args, prog_name, *rest, standalone_mode=False, **kw)
+        except _CLICK.NoArgsIsHelpError:
+            return super().main(args, prog_name, *rest, **kw)  # prints the help as typer does
+        except _CLICK.ClickException as e:
+            where = getattr(e, "ctx", None)
+            see = f"; see `{where.command_path} --help`" if where is not None else ""
+            print(f"error: {' '.join(e.format_message().split())}{see}", file=sys.stderr)
+            sys.exit(e.exit_code)
+        except typer.Abort:
+            print("error: aborted", file=sys.stderr)
+            sys.exit(1)
+        sys.exit(code if isinstance(code, int) else 0)
+
 
 app = typer.Typer(
     help="sleuth: an offline self-editing agentic search subagent.",
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    cls=OneLineErrors,
 )
 tools_app = typer.Typer(help="Call one retrieval tool as the policy would.", no_args_is_help=True)
 serve_app = typer.Typer(help="Serve sleuth to other programs.", no_args_is_help=True)

@@ -49,13 +49,27 @@ def ingest(
     from sleuth.corpus.files import ArchiveLimits, ReadOptions
     from sleuth.corpus.readers import read_documents
     from sleuth.index import Index
-    from sleuth.index.ingest_checks import check_ingest_inputs
+    from sleuth.index.chroma import no_write_client
+    from sleuth.index.ingest_checks import check_ingest_inputs, check_new_settings, clean_documents
+    from sleuth.index.manifest import read_manifest
 
+    # Every option first, then the documents: bad input writes nothing.
+    check_new_settings(embedder, chunk_tokens, overlap_tokens, collection)
     options = ReadOptions(follow_links, ArchiveLimits.parse(archive_limits or ""))
-    docs = [] if repair else read_documents(paths, fmt, options)
-    check_ingest_inputs(docs, batch_size, chroma_url=chroma_url)  # bad input writes nothing
+    if repair:
+        read_manifest(index)  # only an existing index can be repaired
+    max_batch = no_write_client(chroma_url).get_max_batch_size()
+    docs, changed = clean_documents([] if repair else read_documents(paths, fmt, options))
+    check_ingest_inputs(docs, batch_size, max_batch)
     for line in options.skipped:
         console.print(f"skipped {line}", markup=False, highlight=False)
+    if changed:
+        console.print(
+            f"warning: lone surrogates replaced by U+FFFD in {len(changed)} document(s): "
+            f"{', '.join(changed[:5])}{' ...' if len(changed) > 5 else ''}",
+            markup=False,
+            highlight=False,
+        )
     idx = Index.create(
         index,
         embedder=embedder,

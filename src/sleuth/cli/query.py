@@ -29,7 +29,7 @@ from sleuth.cli.common import (
     cli_errors,
     console,
 )
-from sleuth.errors import InputError
+from sleuth.errors import InputError, RunFailedError
 from sleuth.harness.budget import BUDGET_TOKENS, MAX_TURNS
 from sleuth.metrics import BETA
 
@@ -86,6 +86,12 @@ def run(
     )
     if as_json:
         print(json.dumps(result.model_dump(mode="json"), ensure_ascii=False))
+    if result.stop_reason == "policy_error":
+        never = "never answered" if result.turns == 0 else f"failed after {result.turns} turn(s)"
+        raise RunFailedError(
+            f"the policy {never}: {result.error}; trajectory written to {result.trajectory}"
+        )
+    if as_json:
         return
     for d in result.documents:
         console.print(f"[bold]{d.rank:>2}. {d.id}[/bold]  {d.justification}")
@@ -154,32 +160,46 @@ def eval_cmd(
     from sleuth.io import check_folder_target
     from sleuth.tasks import load_tasks
 
-    _at_least(limit, 0, "--limit")
+    _at_least(limit, 1, "--limit")
     _at_least(max_reply_tokens, 1, "--max-reply-tokens")
     _at_least(budget, 1, "--budget")
     _at_least(max_turns, 1, "--max-turns")
     check_folder_target(out, "--out")
+    eval_config = EvalConfig(
+        concurrency=concurrency,
+        rollouts=rollouts,
+        fuse=fuse,
+        harness_config=_harness_config(budget, max_turns, max_reply_tokens),
+        beta=beta,
+        retry_failed=retry_failed,
+        progress=console.is_terminal,  # a bar in a log is noise around the one error line
+    )
     task_list = load_tasks(tasks)[:limit]
-    config = _harness_config(budget, max_turns, max_reply_tokens)
+    if not task_list:
+        raise InputError(
+            "holds no tasks; give a task JSONL with one task per line", source=str(tasks)
+        )
     built = chosen_policy(
         policy, model, base_url, fmt, api_key, adapter, engine=engine, ranker=ranker
     )
-    summary = run_eval(
-        task_list,
-        built,
-        common.open_toolbox(index),
-        out,
-        EvalConfig(
-            concurrency=concurrency,
-            rollouts=rollouts,
-            fuse=fuse,
-            harness_config=config,
-            beta=beta,
-            retry_failed=retry_failed,
-        ),
-    )
+    summary = run_eval(task_list, built, common.open_toolbox(index), out, eval_config)
+    _fail_if_all_failed(summary, out)
     if as_json:
         print(json.dumps(summary))
     else:
         print((Path(out) / "summary.md").read_text())
         console.print(f"report: {Path(out) / 'report.html'}")
+
+
+def _fail_if_all_failed(summary: dict, out: Path) -> None:
+    """An eval whose every query failed (an endpoint that never answered) has failed."""
+    overall = summary["overall"]
+    if overall["count"] and overall["failed_count"] == overall["count"]:
+        from sleuth.eval.records import read_records
+        from sleuth.eval.runner import RESULTS
+
+        first = next(read_records(Path(out) / RESULTS), {}).get("error")
+        raise RunFailedError(
+            f"every query failed ({overall['count']} of {overall['count']}), e.g. {first}; "
+            f"records in {Path(out) / RESULTS}"
+        )

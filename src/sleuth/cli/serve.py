@@ -59,6 +59,11 @@ def serve_mcp(
     if not 1 <= port <= 65535:
         raise InputError(f"--port must be between 1 and 65535, got {port}")
     _at_least(max_reply_tokens, 1, "--max-reply-tokens")
+    if http:  # before a model loads (serve checks again, for callers of the library)
+        from sleuth.serve.http import check_bindable, http_notice
+
+        http_notice(host, port, token, insecure)
+        check_bindable(host, port)
     built = serving_policy(policy, model=model, base_url=base_url, api_key=api_key)
     harness = built.harness(HarnessConfig(max_reply_tokens=max_reply_tokens))
     serve(

@@ -61,15 +61,25 @@ def read_documents_jsonl(path: Path) -> Iterator[Document]:
         doc_id = obj.get("id")
         if doc_id is None or (isinstance(doc_id, str) and not doc_id.strip()):
             raise InputError("missing 'id'", source=source, record=where)
-        if not isinstance(obj.get("text"), str):
+        if isinstance(doc_id, bool) or not isinstance(doc_id, str | int):
             raise InputError(
-                "missing or non-string 'text'", source=source, record=f"{where} ({doc_id})"
+                f"'id' must be a string or an integer, not {type(doc_id).__name__}",
+                source=source,
+                record=where,
+            )
+        where = f"{where} ({doc_id})"
+        if not isinstance(obj.get("text"), str):
+            raise InputError("missing or non-string 'text'", source=source, record=where)
+        title = obj.get("title")
+        if title is not None and not isinstance(title, str):
+            raise InputError(
+                f"'title' must be a string, not {type(title).__name__}", source=source, record=where
             )
         metadata = obj.get("metadata") or {}
         if not isinstance(metadata, dict):
             raise InputError("'metadata' must be an object", source=source, record=where)
-        doc = Document(id=str(doc_id), text=obj["text"], title=obj.get("title"), metadata=metadata)
-        yield _require_text(doc, f"{source} {where}")
+        doc = Document(id=str(doc_id), text=obj["text"], title=title, metadata=metadata)
+        yield _require_text(doc, f"{source} line {n}")
 
 
 def _read_bytes(path: Path) -> bytes:

@@ -108,8 +108,12 @@ def checked(model: type[_Versioned], data: dict[str, Any], source: str) -> dict[
 
 def read_records(path: Path) -> Iterator[dict[str, Any]]:
     """The records of a ``results.jsonl``, each checked as a :class:`QueryRecord`."""
-    for record in read_jsonl(path):
-        yield checked(QueryRecord, record, str(path))
+    fix = "delete that line and rerun the same command to resume (its query runs again)"
+    for n, record in enumerate(read_jsonl(path, fix=fix), start=1):
+        try:
+            yield checked(QueryRecord, record, str(path))
+        except InputError as e:
+            raise InputError(f"record {n}: {e}; {fix}") from None
 
 
 def read_json_record(model: type[_Versioned], path: Path) -> dict[str, Any]:

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import re
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
@@ -53,7 +52,7 @@ from sleuth.io import (
     check_folder_target,
     folder_lock,
 )
-from sleuth.metrics import BETA
+from sleuth.metrics import BETA, check_beta
 from sleuth.policies.spec import BuiltPolicy, PolicyFactory, build_policy
 from sleuth.tasks.schema import Task, load_tasks
 from sleuth.tools.base import Tools
@@ -108,8 +107,7 @@ class EvalConfig:
 
     def __post_init__(self) -> None:
         # checked before ``run.json`` is written: a stored NaN β would never match on resume
-        if not (math.isfinite(self.beta) and self.beta > 0):
-            raise ConfigError(f"beta ({self.beta}) must be a positive number")
+        check_beta(self.beta)
         if self.rrf_k < 1:
             raise ConfigError(f"rrf_k ({self.rrf_k}) must be at least 1")
         if self.concurrency < 1:
@@ -143,6 +141,8 @@ def run_eval(
         BusyError: another process is writing ``out_dir``.
     """
     cfg = config or EvalConfig()
+    if not tasks:
+        raise InputError("no tasks to run: give a task file with at least one task")
     ids = [t.id for t in tasks]
     if len(set(ids)) != len(ids):
         raise InputError("task ids must be unique")
@@ -174,8 +174,9 @@ def run_eval(
         rrf_k=cfg.rrf_k,
     )
     with folder_lock(out, "this eval run"):  # a second eval into it would mix the records
+        finished = load_results(out / RESULTS)  # checked before anything is written
         _claim(out, run)
-        finished = load_results(out / RESULTS)
+        _cut_torn_tail(out / RESULTS)
         todo = [t for t in tasks if _needs_run(finished.get(t.id), cfg.retry_failed)]
         _run_all(job, todo, finished, cfg.concurrency, cfg.progress, total=len(tasks))
         records = [finished[t.id] for t in tasks if t.id in finished]
@@ -202,10 +203,9 @@ def run_eval_on_index(
 
 
 def load_results(path: Path) -> dict[str, dict[str, Any]]:
-    """Finished records by task id (the last one wins); cuts a torn last line off the file."""
+    """Finished records by task id (the last one wins; a torn last line is skipped)."""
     if not path.exists():
         return {}
-    _cut_torn_tail(path)
     return {record["task_id"]: record for record in read_records(path)}
 
 
@@ -285,6 +285,8 @@ def _needs_run(record: dict[str, Any] | None, retry_failed: bool) -> bool:
 
 def _cut_torn_tail(path: Path) -> None:
     """Drop a last line without its newline (a crash mid-append), so appends stay line-aligned."""
+    if not path.exists():
+        return
     data = path.read_bytes()
     if data and not data.endswith(b"\n"):
         with open(path, "r+b") as f:

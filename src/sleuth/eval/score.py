@@ -12,7 +12,7 @@ from typing import Any
 from sleuth.errors import InputError
 from sleuth.harness.summary import RunSummary
 from sleuth.harness.trajectory import load_trajectory
-from sleuth.metrics import BETA, compute_metrics
+from sleuth.metrics import BETA, check_beta, compute_metrics
 from sleuth.reward import RewardConfig, compute_reward
 from sleuth.tasks.schema import Task, load_tasks
 
@@ -46,8 +46,9 @@ def score_files(
     equals the trajectory's query.
 
     Raises:
-        InputError: no task (or more than one) matches.
+        InputError: a bad β, an unreadable file, or no task (or more than one) matches.
     """
+    check_beta(beta)
     trajectory = load_trajectory(trajectory_path)
     task = _pick_task(load_tasks(task_file), trajectory.query, task_id, str(task_file))
     return score_summary(task, trajectory.summary(), beta)

@@ -61,6 +61,22 @@ def failure_text(exc: BaseException) -> str:
     return text if len(text) <= _FAILURE_CHARS else f"{text[:_FAILURE_CHARS]}… [cut]"
 
 
+def error_text(exc: BaseException) -> str:
+    """``Type: message`` of a policy's failure, with the request and the root cause when an HTTP
+    client raised it: ``APIConnectionError: Connection error.`` alone names neither the endpoint
+    nor why (``(POST http://host/v1/chat/completions: [Errno 111] Connection refused)``)."""
+    text = f"{type(exc).__name__}: {exc}"
+    request = getattr(exc, "request", None)
+    root, seen = exc, {id(exc)}
+    while (nxt := root.__cause__ or root.__context__) is not None and id(nxt) not in seen:
+        root, seen = nxt, seen | {id(nxt)}
+    where = f"{getattr(request, 'method', '')} {getattr(request, 'url', '')}".strip()
+    cause = str(root) if root is not exc else ""
+    detail = ": ".join(p for p in (where, cause) if p)
+    text = " ".join((f"{text} ({detail})" if detail else text).split())  # one line
+    return text if len(text) <= _FAILURE_CHARS else f"{text[:_FAILURE_CHARS]}… [cut]"
+
+
 def _timed(tools: Tools, job: ToolJob) -> JobOutcome:
     start = perf_counter()
     result = call_tool(tools, job)

@@ -36,7 +36,7 @@ from typing import Any
 from uuid import uuid4
 
 from sleuth.errors import ConfigError, InputError
-from sleuth.harness.act import JobOutcome, ToolJob, drop_chunks, keep_first, run_jobs
+from sleuth.harness.act import JobOutcome, ToolJob, drop_chunks, error_text, keep_first, run_jobs
 from sleuth.harness.answer import parse_answer
 from sleuth.harness.budget import (
     BudgetConfig,
@@ -208,7 +208,7 @@ class _Episode:
                 raise TypeError(f"policy returned {type(output).__name__}, not PolicyOutput")
             output = _untrusted(output)
         except Exception as exc:  # endpoint down, time-out after retries, policy bug
-            turn.error = f"{type(exc).__name__}: {exc}"
+            turn.error = error_text(exc)
             turn.timings.policy_s = perf_counter() - started
             self._record(turn, started)
             return StopReason.POLICY_ERROR, turn.error

@@ -16,16 +16,18 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, ValidationError
 
-from sleuth.errors import InputError
+from sleuth.errors import InputError, describe_validation_error
 from sleuth.harness.answer import ParsedAnswer
 from sleuth.harness.policy import PolicyOutput
 from sleuth.harness.summary import RunSummary
 from sleuth.io import append_jsonl, atomic_write_text, json_text, read_jsonl
 from sleuth.tools.types import ToolResult
+
+_M = TypeVar("_M", bound=BaseModel)
 
 SCHEMA_VERSION = 1
 
@@ -192,26 +194,37 @@ def load_trajectory(path: str | Path) -> Trajectory:
     """Rebuild a trajectory from its JSONL file (a run cut off mid-way loads what was written).
 
     Raises:
-        InputError: the file has no header, or was written with another schema version.
+        InputError: the file is missing or not a trajectory (no header, a line that is not a
+            record of this schema version); the message names the file and the line.
     """
     header: dict[str, Any] | None = None
     turns: list[Turn] = []
     end: dict[str, Any] = {}
-    for n, record in enumerate(read_jsonl(path), start=1):
+    source = str(path)
+    for n, record in enumerate(read_jsonl(path, fix="is it a trajectory sleuth wrote?"), start=1):
         version = record.pop("schema_version", None)
         if version != SCHEMA_VERSION:
             raise InputError(
-                f"schema_version {version}, expected {SCHEMA_VERSION}",
-                source=str(path),
-                record=str(n),
+                f"schema_version {version}, expected {SCHEMA_VERSION}", source=source, record=str(n)
             )
         kind = record.pop("kind", None)
         if kind == "header":
             header = record
         elif kind == "turn":
-            turns.append(Turn.model_validate(record))
+            turns.append(_validated(Turn, record, source, n))
         elif kind == "end":
             end = record
     if header is None:
-        raise InputError("no header line; not a sleuth trajectory", source=str(path))
-    return Trajectory.model_validate({**header, **end, "turns": turns})
+        raise InputError("no header line; not a sleuth trajectory", source=source)
+    return _validated(Trajectory, {**header, **end, "turns": turns}, source, None)
+
+
+def _validated(model: type[_M], data: dict[str, Any], source: str, line: int | None) -> _M:
+    try:
+        return model.model_validate(data)
+    except ValidationError as e:
+        where = f"line {line}: " if line else ""
+        raise InputError(
+            f"{where}not a valid {model.__name__.lower()} ({describe_validation_error(e)})",
+            source=source,
+        ) from None

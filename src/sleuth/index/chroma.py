@@ -21,28 +21,54 @@ def chroma_client(path: Path, chroma_url: str | None):
     from chromadb.config import Settings
 
     settings = Settings(anonymized_telemetry=False, allow_reset=False)
+    args = _http_args(chroma_url) if chroma_url else {}
     try:
         if chroma_url:
-            return chromadb.HttpClient(**_http_args(chroma_url), settings=settings)
-        return chromadb.PersistentClient(path=str(path), settings=settings)
+            return chromadb.HttpClient(**args, settings=settings)
+        # absolute: chromadb caches one client per path string, so a relative one would reach
+        # the folder of an earlier working directory
+        return chromadb.PersistentClient(path=str(path.absolute()), settings=settings)
     except Exception as e:  # noqa: BLE001 - chromadb raises many types for an unusable store
         where = chroma_url or str(path)
         raise InputError(f"cannot open Chroma data: {first_line(e)}", source=where) from None
 
 
 def no_write_client(chroma_url: str | None):
+    """A client that writes nothing: in memory, or the server at ``chroma_url``.
+
+    Raises:
+        InputError: a malformed URL, or no Chroma server answers there.
+    """
     import chromadb
     from chromadb.config import Settings
 
     settings = Settings(anonymized_telemetry=False, allow_reset=False)
-    if chroma_url:
-        return chromadb.HttpClient(**_http_args(chroma_url), settings=settings)
-    return chromadb.EphemeralClient(settings=settings)
+    if not chroma_url:
+        return chromadb.EphemeralClient(settings=settings)
+    args = _http_args(chroma_url)
+    try:
+        return chromadb.HttpClient(**args, settings=settings)
+    except Exception as e:  # noqa: BLE001 - chromadb wraps a refused connection in ValueError
+        raise InputError(
+            f"no Chroma server answers at {chroma_url} ({first_line(e)}); start one "
+            "(`chroma run --port PORT`) or fix --chroma-url"
+        ) from None
 
 
 def _http_args(chroma_url: str) -> dict[str, Any]:
-    u = urlparse(chroma_url)
-    return {"host": u.hostname or "127.0.0.1", "port": u.port or 8000, "ssl": u.scheme == "https"}
+    """Host, port and TLS of a Chroma server URL (``http(s)://HOST[:PORT]``; port 8000 if none).
+
+    Raises:
+        InputError: not such a URL.
+    """
+    u = urlparse(chroma_url.strip())
+    try:
+        port = u.port or 8000
+    except ValueError:
+        port = 0
+    if u.scheme not in ("http", "https") or not u.hostname or port <= 0:
+        raise InputError(f"--chroma-url {chroma_url!r}: give http://HOST:PORT (or https://)")
+    return {"host": u.hostname, "port": port, "ssl": u.scheme == "https"}
 
 
 def first_line(e: BaseException) -> str:

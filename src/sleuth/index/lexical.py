@@ -109,9 +109,10 @@ class LexicalIndex:
     def build(cls, rows: list[ChunkRow], stamp: dict) -> LexicalIndex:
         rows = sorted(rows, key=lambda r: (r.doc_id, r.idx))
         retriever = None
-        if rows:
+        tokens = tokenize([r.search_text for r in rows]) if rows else []
+        if any(tokens):  # text of stop words and one-letter words only: no lexical side
             retriever = bm25s.BM25()
-            retriever.index(tokenize([r.search_text for r in rows]), show_progress=False)
+            retriever.index(tokens, show_progress=False)
         grep_index = GrepIndex.build([r.text for r in rows])
         return cls(rows=rows, stamp=stamp, retriever=retriever, grep_index=grep_index)
 
@@ -173,7 +174,8 @@ class LexicalIndex:
             stamp = json.loads((folder / "stamp.json").read_text())
             with open(folder / "chunks.jsonl", encoding="utf-8") as f:
                 rows = [ChunkRow(**json.loads(line)) for line in f]
-            retriever = bm25s.BM25.load(str(folder / "bm25")) if rows else None
+            bm25 = folder / "bm25"
+            retriever = bm25s.BM25.load(str(bm25)) if rows and bm25.exists() else None
         except (OSError, ValueError, KeyError, TypeError):
             return None
         grep_index = GrepIndex.load(folder / "grep")

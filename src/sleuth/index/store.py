@@ -34,7 +34,7 @@ from sleuth.corpus.models import Chunk, Document
 from sleuth.embed import Embedder, make_embedder
 from sleuth.errors import IndexIncompleteError, InputError
 from sleuth.index.chroma import chroma_client, create_collection, first_line, read_only_copy
-from sleuth.index.ingest_checks import check_ingest_inputs, check_new_settings
+from sleuth.index.ingest_checks import check_ingest_inputs, check_new_settings, clean_documents
 from sleuth.index.lexical import LEXICAL_FORMAT, ChunkRow, LexicalIndex
 from sleuth.index.manifest import (
     ID_KEY,
@@ -285,6 +285,7 @@ class Index:
             BusyError: another process is writing this index.
             IndexIncompleteError: an interrupted ingest of other inputs is pending.
         """
+        docs = clean_documents(docs)[0]  # lone surrogates as U+FFFD (the CLI warns of them)
         with folder_lock(self.path, "this index"):
             m = self.manifest
             settings = {"embedder": m.embedder, "chunk_tokens": m.chunk_tokens}

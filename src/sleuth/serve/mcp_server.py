@@ -18,7 +18,9 @@ The server keeps no state between calls: the harness's dedup becomes ``search_co
 can share one server, and the HTTP transport runs stateless.
 
 A failing store (a Chroma server gone mid-session) reaches the caller as an error result that
-names the cause, like any tool error. String arguments are capped (``MAX_ARGUMENT_CHARS``), so
+names the cause, like any tool error; so does a ``search`` whose policy never answered. Every
+reply stays under the 1 MB a client accepts (:mod:`sleuth.serve.limits`): a longer one is cut
+and says so. String arguments are capped (``MAX_ARGUMENT_CHARS``), so
 an error never echoes a megabyte argument back. Over HTTP, a bind beyond loopback, where the
 SDK drops its Host/Origin checks, needs a bearer token or an explicit ``insecure``; ``GET /mcp``
 answers at once (a stateless server has no event stream), so readiness probes never hang.
@@ -27,7 +29,6 @@ answers at once (a stateless server has no event stream), so readiness probes ne
 from __future__ import annotations
 
 import argparse
-import hmac
 import os
 import sys
 from collections.abc import Sequence
@@ -44,8 +45,6 @@ from sleuth.extras import missing_extra
 try:
     from mcp.server.mcpserver import MCPServer
     from mcp.types import CallToolResult, TextContent
-    from starlette.responses import JSONResponse
-    from starlette.types import ASGIApp, Receive, Scope, Send
 except ImportError as _exc:  # the `serve` extra is not installed
     raise missing_extra("serve", _exc) from _exc
 from sleuth.harness.act import ToolJob, call_tool, failure_text
@@ -61,6 +60,14 @@ from sleuth.policies.spec import (
     build_policy,
     spec_from_options,
 )
+from sleuth.serve.http import (
+    SERVER_NAME,
+    TOKEN_ENV,
+    McpGate,
+    check_bindable,
+    http_notice,
+)
+from sleuth.serve.limits import bounded
 from sleuth.tools.rerank import make_reranker
 from sleuth.tools.spec import GREP, PRUNE, READ, SEARCH
 from sleuth.tools.toolbox import Toolbox, ToolConfig
@@ -70,11 +77,7 @@ Transport = Literal["stdio", "http"]
 
 DEFAULT_HOST = "127.0.0.1"  # local only; expose it further on purpose, behind your own auth
 DEFAULT_PORT = 8765  # not 8000, which `chroma run` takes by default
-LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")  # where the SDK checks Host and Origin
-TOKEN_ENV = "SLEUTH_MCP_TOKEN"
-MCP_PATH = "/mcp"
 MAX_ARGUMENT_CHARS = 8192  # longer strings are refused before any work, never echoed back
-SERVER_NAME = "sleuth"
 INSTRUCTIONS = (
     "Search a document corpus. `search` runs the whole search subagent and returns ranked "
     f"documents with justifications. {SEARCH.name}, {GREP.name} and {READ.name} are its single "
@@ -145,16 +148,18 @@ def tool_json(result: ToolResult) -> list[dict[str, Any]]:
 
 def tool_reply(result: ToolResult) -> CallToolResult:
     """Policy-visible text plus the SPEC §8 list; a tool error is a result, never an exception."""
-    return CallToolResult(
-        content=[TextContent(type="text", text=render_result(result))],
-        structured_content={"result": tool_json(result)},
-        is_error=not result.ok,
+    return bounded(
+        CallToolResult(
+            content=[TextContent(type="text", text=render_result(result))],
+            structured_content={"result": tool_json(result)},
+            is_error=not result.ok,
+        )
     )
 
 
 def error_reply(message: str) -> CallToolResult:
-    return CallToolResult(
-        content=[TextContent(type="text", text=f"Error: {message}")], is_error=True
+    return bounded(
+        CallToolResult(content=[TextContent(type="text", text=f"Error: {message}")], is_error=True)
     )
 
 
@@ -203,9 +208,11 @@ class SleuthTools:
         text = f"Pruned {len(pruned)} chunk(s)" + (f": {', '.join(pruned)}." if pruned else ".")
         if unknown:
             text += f" Not in the index: {', '.join(unknown)}."
-        return CallToolResult(
-            content=[TextContent(type="text", text=text)],
-            structured_content=PruneAck(pruned=pruned, unknown=unknown).model_dump(),
+        return bounded(
+            CallToolResult(
+                content=[TextContent(type="text", text=text)],
+                structured_content=PruneAck(pruned=pruned, unknown=unknown).model_dump(),
+            )
         )
 
     def search(self, query: QuestionArg) -> Annotated[CallToolResult, RunResult]:
@@ -222,10 +229,14 @@ class SleuthTools:
             return error_reply(str(exc))
         except Exception as exc:  # e.g. the trajectory folder is not writable
             return error_reply(failure_text(exc))
-        return CallToolResult(
-            content=[TextContent(type="text", text=render_run(run))],
-            structured_content=run.model_dump(mode="json"),
-            is_error=run.error is not None,
+        if run.stop_reason == "policy_error":  # nothing found because nothing ran
+            return error_reply(f"the subagent's policy failed: {run.error}")
+        return bounded(
+            CallToolResult(
+                content=[TextContent(type="text", text=render_run(run))],
+                structured_content=run.model_dump(mode="json"),
+                is_error=run.error is not None,
+            )
         )
 
     def _trajectory_path(self) -> Path | None:
@@ -343,6 +354,7 @@ def serve(
     """
     if transport == "http":
         http_notice(host, port, token, insecure)
+        check_bindable(host, port)
     server = build_server(index_dir, policy, config)
     run_server(server, transport, host, port, token=token, insecure=insecure)
 
@@ -373,68 +385,6 @@ def run_server(
     print(http_notice(host, port, token, insecure), file=sys.stderr, flush=True)
     app = McpGate(server.streamable_http_app(stateless_http=True, host=host), token)
     uvicorn.run(app, host=host, port=port, log_level=server.settings.log_level.lower())
-
-
-def http_notice(host: str, port: int, token: str | None, insecure: bool) -> str:
-    """Who can use an HTTP server on ``host``; refuses an unguarded bind beyond loopback.
-
-    The SDK checks Host and Origin only on a loopback name; elsewhere it drops those checks, so
-    a token (or a deliberate ``insecure``) must stand in for them.
-
-    Raises:
-        InputError: an empty token, or a non-loopback host with neither token nor ``insecure``.
-    """
-    url = f"http://{host}:{port}{MCP_PATH}"
-    if token is not None and not token.strip():
-        raise InputError("--token is empty")
-    if token:
-        return f"sleuth MCP on {url}: clients must send 'Authorization: Bearer <token>'."
-    if host in LOCAL_HOSTS:
-        return f"sleuth MCP on {url}: this machine only (Host and Origin checked), no token."
-    if not insecure:
-        raise InputError(
-            f"--host {host} opens the index and the subagent to the network with no Host/Origin "
-            f"checks: set --token (or ${TOKEN_ENV}) for clients to send, or pass --insecure"
-        )
-    return f"WARNING: --insecure: {url} serves anyone who can reach it (no token, no Host/Origin checks)."
-
-
-class McpGate:
-    """In front of the SDK's HTTP app: answers ``GET /mcp`` at once, and checks the token.
-
-    A stateless server sends no events of its own, so a GET that wants an event stream gets
-    405 (as the MCP spec allows) and a plain GET (a readiness probe) gets a small 200 status;
-    the SDK would hold either open forever.
-    """
-
-    def __init__(self, app: ASGIApp, token: str | None):
-        self.app = app
-        self.token = token
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-            if scope["method"] == "GET" and scope["path"].rstrip("/") == MCP_PATH:
-                return await _probe_reply(headers)(scope, receive, send)
-            if self.token and not _bearer_ok(headers.get("authorization", ""), self.token):
-                body = {"error": "missing or wrong bearer token"}
-                unauthorized = JSONResponse(body, 401, headers={"WWW-Authenticate": "Bearer"})
-                return await unauthorized(scope, receive, send)
-        await self.app(scope, receive, send)
-
-
-def _probe_reply(headers: dict[str, str]) -> JSONResponse:
-    if "text/event-stream" in headers.get("accept", ""):
-        body = {"error": "stateless server: no event stream; POST JSON-RPC requests here"}
-        return JSONResponse(body, 405, headers={"Allow": "POST"})
-    return JSONResponse({"server": SERVER_NAME, "status": "ready", "transport": "POST JSON-RPC"})
-
-
-def _bearer_ok(authorization: str, token: str) -> bool:
-    scheme, _, given = authorization.partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(
-        given.strip().encode(), token.encode()
-    )
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
@@ -483,6 +433,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.http:
             http_notice(args.host, args.port, args.token, args.insecure)
+            check_bindable(args.host, args.port)
         built = serving_policy(
             args.policy, model=args.model, base_url=args.base_url, api_key=args.api_key
         )

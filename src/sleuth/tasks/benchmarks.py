@@ -31,9 +31,9 @@ from typing import Any
 from pydantic import ValidationError
 
 from sleuth.corpus import Document
-from sleuth.errors import InputError
+from sleuth.errors import InputError, describe_validation_error
 from sleuth.io import JsonLineError, json_lines
-from sleuth.tasks.schema import Task, describe_validation_error
+from sleuth.tasks.schema import Task
 
 Benchmark = tuple[list[Document], list[Task]]
 PathLike = str | Path

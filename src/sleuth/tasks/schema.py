@@ -12,7 +12,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from sleuth.errors import InputError
+from sleuth.errors import InputError, describe_validation_error
 from sleuth.io import JsonLineError, atomic_write_text, json_lines
 
 TASK_SCHEMA_VERSION = 1
@@ -51,12 +51,6 @@ class Task(BaseModel):
         if any(not group for group in v):
             raise ValueError("gold_chunk_groups must not contain an empty group")
         return v
-
-
-def describe_validation_error(err: ValidationError) -> str:
-    """One line naming the failing fields, for an ``InputError`` message."""
-    parts = [f"{'.'.join(map(str, e['loc'])) or 'record'}: {e['msg']}" for e in err.errors()[:3]]
-    return "; ".join(parts)
 
 
 def load_tasks(path: str | Path) -> list[Task]:

@@ -69,10 +69,26 @@ def make_reranker(spec: str | None) -> Reranker | None:
     if not spec or spec == "none":
         return None
     if spec.startswith("cross-encoder:"):
-        return CrossEncoderReranker(spec.split(":", 1)[1])
+        return _cross_encoder(spec.split(":", 1)[1])
     if spec.startswith("endpoint:") and "@" in spec:
         model, url = spec[len("endpoint:") :].split("@", 1)
         return EndpointReranker(url, model)
     raise ConfigError(
         f"unknown reranker {spec!r}; use none, cross-encoder:PATH or endpoint:MODEL@URL"
     )
+
+
+def _cross_encoder(path: str) -> CrossEncoderReranker:
+    """A cross-encoder from a local folder; a missing or unloadable one is a ConfigError (the
+    loader would otherwise take the path for a hub repository name)."""
+    if not os.path.isdir(path):
+        raise ConfigError(
+            f"--reranker cross-encoder:{path}: no such folder (give a local cross-encoder model)"
+        )
+    try:
+        return CrossEncoderReranker(path)
+    except (OSError, ValueError) as e:
+        first = (str(e).splitlines() or [type(e).__name__])[0]
+        raise ConfigError(
+            f"--reranker cross-encoder:{path}: cannot load a model ({first})"
+        ) from None

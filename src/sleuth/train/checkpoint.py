@@ -25,7 +25,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from sleuth.io import atomic_write_text
+from sleuth.errors import InputError
+from sleuth.io import atomic_write_text, read_json
 from sleuth.train.model import save_student
 
 LATEST = "LATEST"
@@ -98,8 +99,10 @@ def latest_checkpoint(root: str | Path) -> Checkpoint | None:
     if not pointer.exists():
         return None
     folder = root / pointer.read_text("utf-8").strip()
-    state = json.loads((folder / "state.json").read_text("utf-8"))
-    return Checkpoint(folder, int(state["step"]), state)
+    state = read_json(folder / "state.json", fix=f"repair or delete {pointer} to start over")
+    if not isinstance(state, dict) or not isinstance(state.get("step"), int):
+        raise InputError(f"no training step in it; repair or delete {pointer}", source=str(folder))
+    return Checkpoint(folder, state["step"], state)
 
 
 def restore_training_state(checkpoint: Checkpoint, optimizer: torch.optim.Optimizer) -> None:

@@ -37,9 +37,9 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from sleuth.errors import ConfigError, SleuthError
+from sleuth.errors import ConfigError, InputError, SleuthError
 from sleuth.harness.policy import ToolCall, assistant_message
-from sleuth.io import atomic_write_text
+from sleuth.io import atomic_write_text, read_json
 from sleuth.policies.http import is_retryable, openai_client
 from sleuth.policies.openai_chat import EndpointError, parse_chat_completion
 
@@ -175,7 +175,12 @@ class ResponseCache:
         path = self.path(key)
         if not path.exists():
             return None
-        return json.loads(path.read_text(encoding="utf-8"))["response"]
+        entry = read_json(path, fix="delete it to ask the model again")
+        if not isinstance(entry, dict) or "response" not in entry:
+            raise InputError(
+                "not a cached reply; delete it to ask the model again", source=str(path)
+            )
+        return entry["response"]
 
     def put(self, key: str, request: dict[str, Any], response: dict[str, Any]) -> None:
         entry = {"key": key, "request": request, "response": response, "recorded_at": _now()}
@@ -225,8 +230,13 @@ class Ledger:
         self.stages: dict[str, StageUsage] = {}
         self._lock = threading.Lock()
         if path is not None and path.exists():
-            saved = json.loads(path.read_text(encoding="utf-8"))["stages"]
-            self.stages = {k: StageUsage.model_validate(v) for k, v in saved.items()}
+            saved = read_json(path, fix="delete it to count from zero")
+            try:
+                self.stages = {k: StageUsage.model_validate(v) for k, v in saved["stages"].items()}
+            except (TypeError, KeyError, AttributeError, ValueError):
+                raise InputError(
+                    "not a usage ledger; delete it to count from zero", source=str(path)
+                ) from None
 
     def add(self, stage: str, usage: Usage, replayed: bool) -> None:
         with self._lock:
