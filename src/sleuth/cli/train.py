@@ -18,11 +18,22 @@ StudentOpt = Annotated[
     str | None, typer.Option("--model", help="Student: HF folder or .gguf (default SmolLM2).")
 ]
 DeviceOpt = Annotated[str, typer.Option(help="cpu | cuda | cuda:N")]
+LoraROpt = Annotated[int | None, typer.Option(help="LoRA rank (default: StudentConfig's).")]
+LoraAlphaOpt = Annotated[
+    int | None,
+    typer.Option(help="LoRA alpha; updates scale by alpha / r (default: StudentConfig's)."),
+]
 
 
 def _student(
-    model: str | None, adapter: str | None, device: str, full: bool, lora_r: int, lora_alpha: int
+    model: str | None,
+    adapter: str | None,
+    device: str,
+    full: bool,
+    lora_r: int | None = None,
+    lora_alpha: int | None = None,
 ):
+    """The student of a training command; LoRA rank and alpha not given are StudentConfig's."""
     from sleuth.train.model import StudentConfig
 
     if not re.fullmatch(r"cpu|mps|cuda(:\d+)?", device):
@@ -32,14 +43,14 @@ def _student(
 
         model = str(smollm2_gguf_path())
     dtype = "bfloat16" if device.startswith("cuda") else "float32"
+    lora = {"lora_r": lora_r, "lora_alpha": lora_alpha}
     return StudentConfig(
         path=model,
         adapter=adapter,
         lora=not full,
-        lora_r=lora_r,
-        lora_alpha=lora_alpha,
         device=device,
         dtype=dtype,
+        **{k: v for k, v in lora.items() if v is not None},
     )
 
 
@@ -104,13 +115,19 @@ def train_sft(
         str, typer.Option(help="Policy spec: heuristic | openai:MODEL@URL | local:PATH | ...")
     ] = "heuristic",
     rollouts_per_task: Annotated[int, typer.Option(help="Teacher rollouts per task.")] = 1,
-    epochs: Annotated[int, typer.Option(help="Passes over kept sequences.")] = 2,
-    lr: Annotated[float, typer.Option(help="Learning rate.")] = 1e-4,
-    batch_size: Annotated[int, typer.Option(help="Sequences per optimiser step.")] = 8,
-    max_seq_len: Annotated[int, typer.Option(help="Longest training sequence.")] = 4096,
+    epochs: Annotated[
+        int | None, typer.Option(help="Passes over kept sequences (default: SFTConfig's).")
+    ] = None,
+    lr: Annotated[float | None, typer.Option(help="Learning rate (default: SFTConfig's).")] = None,
+    batch_size: Annotated[
+        int | None, typer.Option(help="Sequences per optimiser step (default: SFTConfig's).")
+    ] = None,
+    max_seq_len: Annotated[
+        int | None, typer.Option(help="Longest training sequence (default: SFTConfig's).")
+    ] = None,
     full: Annotated[bool, typer.Option(help="Full fine-tune instead of LoRA.")] = False,
-    lora_r: Annotated[int, typer.Option(help="LoRA rank.")] = 32,
-    lora_alpha: Annotated[int, typer.Option(help="LoRA alpha.")] = 32,
+    lora_r: LoraROpt = None,
+    lora_alpha: LoraAlphaOpt = None,
     device: DeviceOpt = "cpu",
     budget: Annotated[
         int, typer.Option(help="Token budget T of teacher runs (the student's context).")
@@ -121,24 +138,26 @@ def train_sft(
     threads: Annotated[int | None, typer.Option(help="torch threads.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """Teacher trajectories through the harness, the report's filter, then LoRA/full fine-tuning."""
+    """Teacher trajectories through the harness, the report's filter, then LoRA/full fine-tuning.
+
+    The model folder gets a manifest (``sleuth_policy.json``) of the teacher's harness and
+    tools, so ``--policy local:BASE --adapter OUT/model`` runs under them unflagged.
+    """
     from sleuth.harness import BudgetConfig, HarnessConfig
     from sleuth.tasks import load_tasks
     from sleuth.train.sft import SFTConfig, build_teacher, run_sft
 
     _set_threads(threads)
+    given = {"epochs": epochs, "lr": lr, "batch_size": batch_size, "max_seq_len": max_seq_len}
     config = SFTConfig(
         student=_student(model, None, device, full, lora_r, lora_alpha),
         out_dir=str(out),
-        lr=lr,
-        epochs=epochs,
-        batch_size=batch_size,
-        max_seq_len=max_seq_len,
         seed=seed,
         rollouts_per_task=rollouts_per_task,
         harness=HarnessConfig(
             budget=BudgetConfig(total=budget, max_turns=max_turns), max_reply_tokens=512
         ),
+        **{k: v for k, v in given.items() if v is not None},
     )
     tools, make_teacher = build_teacher(teacher, common.open_toolbox(index))
     report = run_sft(config, load_tasks(tasks)[:limit], tools, make_teacher)
@@ -204,7 +223,7 @@ def train_rl(
     if aggregation not in AGGREGATIONS:
         raise InputError(f"unknown --aggregation {aggregation!r}; use {', '.join(AGGREGATIONS)}")
     _set_threads(threads)
-    student = _student(model, adapter, device, False, 32, 32)
+    student = _student(model, adapter, device, False)
     overrides = {
         k: v
         for k, v in {
