@@ -32,25 +32,24 @@ from rich.console import Console
 from rich.table import Table
 
 from sleuth.corpus import Document
-from sleuth.errors import IndexIncompleteError, InputError, SleuthError
+from sleuth.errors import InputError, SleuthError
 from sleuth.eval import EvalConfig, load_results, run_eval
 from sleuth.eval.aggregate import bootstrap_interval, mean_defined, paired_bootstrap_difference
 from sleuth.index import Index
 from sleuth.policies import parse_policy_spec
 from sleuth.policies.baselines import POLICY_NAMES
 from sleuth.policies.spec import SCRIPTED
-from sleuth.tasks import Task, read_2wiki, read_benchmark, read_hotpotqa, read_musique
+from sleuth.tasks import Task, read_benchmark
 from sleuth.tools.toolbox import Toolbox
+from sleuth.train.recipes.data import STAGED, open_index
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 TRAIN_IDS = (
     Path(__file__).resolve().parents[1] / "src" / "sleuth" / "data" / "ranker" / "ranker.json"
 )
-# name -> (reader, folder, the ``Task.source`` its tasks carry)
+# name -> (reader, folder, the ``Task.source`` its tasks carry): the recipe's staged samples
 DATASETS: dict[str, tuple[Callable[[Any], Any], Path, str]] = {
-    "HotpotQA": (read_hotpotqa, SHARED / "hotpotqa_distractor_dev", "hotpotqa"),
-    "MuSiQue": (read_musique, SHARED / "musique_ans_dev", "musique"),
-    "2Wiki": (read_2wiki, SHARED / "2wikimultihopqa_dev", "2wikimultihopqa"),
+    name: (reader, SHARED / folder, source) for name, (reader, folder, source) in STAGED.items()
 }
 COMBINED = "combined"
 BASELINE = "single-pass"
@@ -114,22 +113,6 @@ def held_out(tasks: Sequence[Task], train_ids: set[str], limit: int | None) -> l
     """The first ``limit`` tasks that no trained component saw."""
     kept = [t for t in tasks if t.id not in train_ids]
     return kept if limit is None else kept[:limit]
-
-
-def open_index(path: Path, docs: Sequence[Document], embedder: str) -> Index:
-    """The index of ``docs`` at ``path``: reused when built, resumed when interrupted.
-
-    Raises:
-        InputError: ``path`` holds an index of other documents.
-    """
-    try:
-        index = Index.open(path)
-    except (InputError, IndexIncompleteError):  # not built yet, or interrupted: (re)ingest
-        Index.create(path, embedder=embedder).ingest(docs)
-        index = Index.open(path)
-    if set(index.documents) != {d.id for d in docs}:
-        raise InputError("holds an index of other documents; use another --out", source=str(path))
-    return index
 
 
 def policy_records(

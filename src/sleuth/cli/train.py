@@ -1,4 +1,4 @@
-"""``sleuth train ranker|sft|rl``."""
+"""``sleuth train ranker|sft|rl|recipe``."""
 
 from __future__ import annotations
 
@@ -264,3 +264,63 @@ def train_rl(
 
     log = run_rl(config, load_tasks(tasks), common.open_toolbox(index), make_engine=make_engine)
     print(json.dumps(log[-1] if log else {}, indent=None if as_json else 2, default=str))
+
+
+@train_app.command("recipe")
+@cli_errors
+def train_recipe(
+    name: Annotated[str, typer.Argument(help="cpu-small | cuda | smoke (sleuth.train.recipes).")],
+    index: Annotated[
+        Path, typer.Option(help="The pooled corpus's index folder (built there when missing).")
+    ],
+    out: Annotated[Path, typer.Option(help="Output folder; rerun the same command to resume.")],
+    data: Annotated[
+        Path,
+        typer.Option(help="Folder of the staged HotpotQA, MuSiQue and 2Wiki samples."),
+    ],
+    model: StudentOpt = None,
+    device: Annotated[str | None, typer.Option(help="cpu | cuda (default: the recipe's).")] = None,
+    seed: Annotated[int, typer.Option(help="Seed of the task pools.")] = 0,
+    stop_after: Annotated[str | None, typer.Option(help="sft | rl")] = None,
+    report_now: Annotated[
+        bool, typer.Option(help="Report RL as far as it got, without training further.")
+    ] = False,
+    selector: Annotated[
+        bool, typer.Option(help="Also evaluate the student with the selector writing its list.")
+    ] = True,
+    threads: Annotated[int | None, typer.Option(help="torch threads.")] = None,
+) -> None:
+    """The distill-then-RL recipe: teacher runs, SFT, CISPO, held-out evaluations, report.
+
+    Every trained model gets its manifest (``sleuth_policy.json``): ``--policy local:BASE
+    --adapter OUT/sft/model`` runs it as it trained.
+    """
+    import shlex
+    import sys
+    from dataclasses import replace
+
+    from sleuth.policies.local_hf import smollm2_gguf_path
+    from sleuth.train.recipes import RECIPES, run_recipe
+    from sleuth.train.recipes.run import STOP_AFTER
+
+    if name not in RECIPES:
+        raise InputError(f"unknown recipe {name!r}; use one of {', '.join(RECIPES)}")
+    if stop_after not in (None, *STOP_AFTER):
+        raise InputError(f"unknown --stop-after {stop_after!r}; use one of {STOP_AFTER}")
+    config = RECIPES[name] if device is None else replace(RECIPES[name], device=device)
+    _set_threads(threads)
+    command = "sleuth " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+    text, _ = run_recipe(
+        config,
+        index,
+        out,
+        data,
+        Path(model) if model else smollm2_gguf_path(),
+        seed=seed,
+        stop_after=stop_after,
+        report_now=report_now,
+        selector=selector,
+        command=command,
+        echo=lambda line: print(line, flush=True),  # the table holds [...]: not rich markup
+    )
+    print(text)
