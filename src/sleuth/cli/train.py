@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import re
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -14,10 +14,17 @@ from sleuth.cli.common import IndexOpt, JsonOpt, cli_errors, console, progress_b
 from sleuth.errors import InputError
 from sleuth.train.constants import CISPO_W_MAX, CISPO_W_MIN
 
+if TYPE_CHECKING:
+    from sleuth.train.model import StudentConfig
+    from sleuth.train.rl_types import RLConfig
+
 StudentOpt = Annotated[
     str | None, typer.Option("--model", help="Student: HF folder or .gguf (default SmolLM2).")
 ]
-DeviceOpt = Annotated[str, typer.Option(help="cpu | cuda | cuda:N")]
+DeviceOpt = Annotated[
+    str | None, typer.Option(help="cpu | mps | cuda | cuda:N (default: StudentConfig's).")
+]
+SeedOpt = Annotated[int | None, typer.Option(help="Random seed (default: the config's).")]
 LoraROpt = Annotated[int | None, typer.Option(help="LoRA rank (default: StudentConfig's).")]
 LoraAlphaOpt = Annotated[
     int | None,
@@ -28,14 +35,16 @@ LoraAlphaOpt = Annotated[
 def _student(
     model: str | None,
     adapter: str | None,
-    device: str,
+    device: str | None,
     full: bool,
     lora_r: int | None = None,
     lora_alpha: int | None = None,
-):
-    """The student of a training command; LoRA rank and alpha not given are StudentConfig's."""
+) -> StudentConfig:
+    """The student of a training command; the device, LoRA rank and alpha not given are
+    StudentConfig's."""
     from sleuth.train.model import StudentConfig
 
+    device = device or StudentConfig.device
     if not re.fullmatch(r"cpu|mps|cuda(:\d+)?", device):
         raise InputError(f"unknown --device {device!r}; use cpu, mps, cuda or cuda:N")
     if model is None:
@@ -43,14 +52,13 @@ def _student(
 
         model = str(smollm2_gguf_path())
     dtype = "bfloat16" if device.startswith("cuda") else "float32"
-    lora = {"lora_r": lora_r, "lora_alpha": lora_alpha}
     return StudentConfig(
         path=model,
         adapter=adapter,
         lora=not full,
         device=device,
         dtype=dtype,
-        **{k: v for k, v in lora.items() if v is not None},
+        **_given(lora_r=lora_r, lora_alpha=lora_alpha),
     )
 
 
@@ -114,7 +122,9 @@ def train_sft(
     teacher: Annotated[
         str, typer.Option(help="Policy spec: heuristic | openai:MODEL@URL | local:PATH | ...")
     ] = "heuristic",
-    rollouts_per_task: Annotated[int, typer.Option(help="Teacher rollouts per task.")] = 1,
+    rollouts_per_task: Annotated[
+        int | None, typer.Option(help="Teacher rollouts per task (default: SFTConfig's).")
+    ] = None,
     epochs: Annotated[
         int | None, typer.Option(help="Passes over kept sequences (default: SFTConfig's).")
     ] = None,
@@ -128,13 +138,13 @@ def train_sft(
     full: Annotated[bool, typer.Option(help="Full fine-tune instead of LoRA.")] = False,
     lora_r: LoraROpt = None,
     lora_alpha: LoraAlphaOpt = None,
-    device: DeviceOpt = "cpu",
+    device: DeviceOpt = None,
     budget: Annotated[
         int, typer.Option(help="Token budget T of teacher runs (the student's context).")
     ] = 8192,
     max_turns: Annotated[int, typer.Option(help="Maximum turns of teacher runs.")] = 8,
     limit: Annotated[int | None, typer.Option(help="Only the first N tasks.")] = None,
-    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+    seed: SeedOpt = None,
     threads: Annotated[int | None, typer.Option(help="torch threads.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
@@ -148,20 +158,60 @@ def train_sft(
     from sleuth.train.sft import SFTConfig, build_teacher, run_sft
 
     _set_threads(threads)
-    given = {"epochs": epochs, "lr": lr, "batch_size": batch_size, "max_seq_len": max_seq_len}
+    given = _given(
+        epochs=epochs,
+        lr=lr,
+        batch_size=batch_size,
+        max_seq_len=max_seq_len,
+        seed=seed,
+        rollouts_per_task=rollouts_per_task,
+    )
     config = SFTConfig(
         student=_student(model, None, device, full, lora_r, lora_alpha),
         out_dir=str(out),
-        seed=seed,
-        rollouts_per_task=rollouts_per_task,
         harness=HarnessConfig(
             budget=BudgetConfig(total=budget, max_turns=max_turns), max_reply_tokens=512
         ),
-        **{k: v for k, v in given.items() if v is not None},
+        **given,
     )
     tools, make_teacher = build_teacher(teacher, common.open_toolbox(index))
     report = run_sft(config, load_tasks(tasks)[:limit], tools, make_teacher)
     print(report.model_dump_json(indent=None if as_json else 2))
+
+
+def _given(**options: Any) -> dict[str, Any]:
+    """The options given on the command line (None: the config class's default)."""
+    return {k: v for k, v in options.items() if v is not None}
+
+
+def _rl_config(
+    preset: str, student: StudentConfig, out: Path, overrides: dict[str, Any]
+) -> RLConfig:
+    """``--preset``'s RLConfig with the options given."""
+    from sleuth.train.rl_types import RLConfig
+
+    if preset == "cpu-small":
+        return RLConfig.cpu_small(student.path, out_dir=str(out), student=student, **overrides)
+    if preset == "report":
+        return RLConfig(student=student, out_dir=str(out), **overrides)
+    raise InputError(f"unknown --preset {preset!r}; use report or cpu-small")
+
+
+def _vllm_engine(vllm_url: str | None, served_model: str | None, out: Path):
+    """The rollout engine factory of ``--vllm-url`` (None: the in-process one)."""
+    if not vllm_url:
+        return None
+    from sleuth.train.rollout import OpenAICompletionsEngine
+
+    if not served_model:
+        raise InputError("--vllm-url needs --served-model")
+
+    def make_engine(model, tokenizer):
+        return OpenAICompletionsEngine(
+            vllm_url, served_model, tokenizer, adapter_root=out / "adapters"
+        )
+
+    return make_engine
 
 
 @train_app.command("rl")
@@ -191,77 +241,57 @@ def train_rl(
         float, typer.Option(help="CISPO upper bound on the IS weight (absolute).")
     ] = CISPO_W_MAX,
     aggregation: Annotated[
-        str, typer.Option(help="token_mean | token_sum | prompt_mean")
-    ] = "token_mean",
-    kl_coef: Annotated[float, typer.Option(help="KL to the reference (0: none).")] = 0.0,
+        str | None, typer.Option(help="token_mean (default) | token_sum | prompt_mean")
+    ] = None,
+    kl_coef: Annotated[float | None, typer.Option(help="KL to the reference (0: none).")] = None,
     credit_malformed: Annotated[
-        bool,
+        bool | None,
         typer.Option(
-            help="Score a malformed answer's salvaged list (SPEC); --no-credit-malformed gives "
-            "it no F-beta and no answer bonus, so format drift costs the list's value."
+            "--credit-malformed/--no-credit-malformed",
+            help="Score a malformed answer's salvaged list (SPEC, the default); "
+            "--no-credit-malformed gives it no F-beta and no answer bonus, so format drift "
+            "costs the list's value.",
         ),
-    ] = True,
-    device: DeviceOpt = "cpu",
+    ] = None,
+    device: DeviceOpt = None,
     vllm_url: Annotated[
         str | None, typer.Option(help="Sample rollouts from a vLLM server at this URL.")
     ] = None,
     served_model: Annotated[str | None, typer.Option(help="Model name on the vLLM server.")] = None,
     engine: Annotated[
-        str, typer.Option(help="In-process rollout sampler: transformers | ct2 (CTranslate2).")
-    ] = "transformers",
-    seed: Annotated[int, typer.Option(help="Random seed.")] = 0,
+        str | None,
+        typer.Option(help="In-process rollout sampler: transformers (default) | ct2."),
+    ] = None,
+    seed: SeedOpt = None,
     threads: Annotated[int | None, typer.Option(help="torch threads.")] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """CISPO: G rollouts per query, group-normalised advantages, K substeps; resumable."""
+    """CISPO: G rollouts per query, group-normalised advantages, K substeps; resumable.
+
+    Each checkpoint's model gets a manifest (``sleuth_policy.json``) of the rollouts' harness.
+    """
     from sleuth.reward import RewardConfig
     from sleuth.tasks import load_tasks
     from sleuth.train.cispo import AGGREGATIONS
     from sleuth.train.rl import run_rl
-    from sleuth.train.rl_types import RLConfig
 
-    if aggregation not in AGGREGATIONS:
+    if aggregation is not None and aggregation not in AGGREGATIONS:
         raise InputError(f"unknown --aggregation {aggregation!r}; use {', '.join(AGGREGATIONS)}")
     _set_threads(threads)
-    student = _student(model, adapter, device, False)
-    overrides = {
-        k: v
-        for k, v in {
-            "queries_per_step": queries_per_step,
-            "rollouts_per_query": rollouts,
-            "substeps": substeps,
-            "max_steps": max_steps,
-            "lr": lr,
-        }.items()
-        if v is not None
-    }
-    overrides |= {
-        "w_min": w_min,
-        "w_max": w_max,
-        "aggregation": aggregation,
-        "kl_coef": kl_coef,
-        "seed": seed,
-        "rollout_engine": engine,
-        "reward": RewardConfig(credit_malformed_list=credit_malformed),
-    }
-    if preset == "cpu-small":
-        config = RLConfig.cpu_small(student.path, out_dir=str(out), student=student, **overrides)
-    elif preset == "report":
-        config = RLConfig(student=student, out_dir=str(out), **overrides)
-    else:
-        raise InputError(f"unknown --preset {preset!r}; use report or cpu-small")
-    make_engine = None
-    if vllm_url:
-        from sleuth.train.rollout import OpenAICompletionsEngine
-
-        if not served_model:
-            raise InputError("--vllm-url needs --served-model")
-
-        def make_engine(model, tokenizer):
-            return OpenAICompletionsEngine(
-                vllm_url, served_model, tokenizer, adapter_root=out / "adapters"
-            )
-
+    reward = RewardConfig(**_given(credit_malformed_list=credit_malformed))
+    overrides = _given(
+        queries_per_step=queries_per_step,
+        rollouts_per_query=rollouts,
+        substeps=substeps,
+        max_steps=max_steps,
+        lr=lr,
+        aggregation=aggregation,
+        kl_coef=kl_coef,
+        seed=seed,
+        rollout_engine=engine,
+    ) | {"w_min": w_min, "w_max": w_max, "reward": reward}
+    config = _rl_config(preset, _student(model, adapter, device, False), out, overrides)
+    make_engine = _vllm_engine(vllm_url, served_model, out)
     log = run_rl(config, load_tasks(tasks), common.open_toolbox(index), make_engine=make_engine)
     print(json.dumps(log[-1] if log else {}, indent=None if as_json else 2, default=str))
 
@@ -280,7 +310,9 @@ def train_recipe(
     ],
     model: StudentOpt = None,
     device: Annotated[str | None, typer.Option(help="cpu | cuda (default: the recipe's).")] = None,
-    seed: Annotated[int, typer.Option(help="Seed of the task pools.")] = 0,
+    seed: Annotated[
+        int | None, typer.Option(help="Seed of the task pools (default: run_recipe's).")
+    ] = None,
     stop_after: Annotated[str | None, typer.Option(help="sft | rl")] = None,
     report_now: Annotated[
         bool, typer.Option(help="Report RL as far as it got, without training further.")
@@ -316,7 +348,7 @@ def train_recipe(
         out,
         data,
         Path(model) if model else smollm2_gguf_path(),
-        seed=seed,
+        **_given(seed=seed),
         stop_after=stop_after,
         report_now=report_now,
         selector=selector,
