@@ -68,3 +68,12 @@ def test_no_manifest_is_none_and_bad_or_newer_ones_are_refused_in_one_line(tmp_p
     with pytest.raises(InputError, match=r"not a policy manifest: harness\.budget") as caught:
         read_manifest(tmp_path)
     assert "\n" not in str(caught.value).split(": ", 1)[1].split("Input should")[0]
+
+
+def test_an_adapter_trained_with_other_tools_is_refused_before_its_weights_load(tmp_path):
+    from sleuth.policies.spec import PolicyOptions, build_policy
+
+    manifest = read_manifest(SHIPPED).model_copy(update={"tool_names": ["search", "read"]})
+    write_manifest(tmp_path, manifest)
+    with pytest.raises(InputError, match="trained with the tools"):  # no weights read
+        build_policy(f"local:{tmp_path}", PolicyOptions(adapter=str(tmp_path)))

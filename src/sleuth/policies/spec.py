@@ -37,6 +37,7 @@ from sleuth.policies.manifest import (
     read_manifest,
 )
 from sleuth.tools.base import Tools
+from sleuth.tools.spec import TOOL_NAMES
 
 if TYPE_CHECKING:
     from sleuth.ranking.model import RankerModel
@@ -342,6 +343,11 @@ def _local(spec: PolicySpec, options: PolicyOptions) -> BuiltPolicy:
         if needed is not None and not Path(needed).exists():
             raise InputError(f"policy {spec}: {needed} does not exist")
     manifest = read_manifest(adapter)  # checked before the weights load
+    if manifest and manifest.tool_names not in (None, TOOL_NAMES):
+        raise InputError(
+            f"{adapter}: trained with the tools {manifest.tool_names}, this sleuth has "
+            f"{TOOL_NAMES}; retrain it (sleuth train sft) or use the sleuth it was trained with"
+        )
     final_list = options.final_list or (manifest.final_list if manifest else "model")
     loaded = LocalHFPolicy.load(path, adapter=adapter)
     name = Path(str(adapter or path)).name
