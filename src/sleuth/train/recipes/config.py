@@ -56,33 +56,51 @@ class RecipeConfig:
     per_call: int = PER_CALL_TOKENS
     """Most tokens one tool call may return."""
     max_turns: int = MAX_TURNS
+    """Policy calls per run (``BudgetConfig.max_turns``)."""
     max_reply_tokens: int | None = None
     """Cap on one reply (None: T - X, the report's)."""
     final_docs: int = MAX_DOCUMENTS
     """Length of the final list asked for."""
     chunks_per_search: int = ToolConfig.search_max_chunks
+    """Chunks one search returns (``ToolConfig.search_max_chunks``)."""
     teacher_queries: int = HeuristicAgent.max_queries
+    """The heuristic teacher's first-turn searches (``HeuristicAgent.max_queries``)."""
     teacher_hops: int = HeuristicAgent.max_hops
+    """The teacher's bridge rounds (``HeuristicAgent.max_hops``)."""
     teacher_bridge_entities: int = HeuristicAgent.bridge_entities
+    """The teacher's searches per bridge round (``HeuristicAgent.bridge_entities``)."""
 
     # ---- student
     device: str = StudentConfig.device
+    """``cpu`` or ``cuda`` (``StudentConfig.device``; on cpu RL samples with CTranslate2)."""
     dtype: str = StudentConfig.dtype
+    """Weights dtype (``StudentConfig.dtype``)."""
     lora_r: int = StudentConfig.lora_r
+    """LoRA rank (``StudentConfig.lora_r``)."""
     lora_alpha: int = StudentConfig.lora_alpha
+    """LoRA scale numerator (``StudentConfig.lora_alpha``)."""
 
     # ---- SFT
     sft_epochs: int = SFTConfig.epochs
+    """``SFTConfig.epochs``."""
     sft_batch: int = SFTConfig.batch_size
+    """``SFTConfig.batch_size``."""
     sft_lr: float = SFTConfig.lr
+    """``SFTConfig.lr``."""
 
     # ---- CISPO
     queries_per_step: int = RLConfig.queries_per_step
+    """``RLConfig.queries_per_step``."""
     rollouts_per_query: int = RLConfig.rollouts_per_query
+    """G (``RLConfig.rollouts_per_query``)."""
     substeps: int = RLConfig.substeps
+    """``RLConfig.substeps``."""
     rl_lr: float = RLConfig.lr
+    """``RLConfig.lr``."""
     rollout_compute_type: str = RLConfig.rollout_compute_type
+    """CTranslate2 rollouts' compute type (``RLConfig.rollout_compute_type``)."""
     autocast_bf16: bool = RLConfig.autocast_bf16
+    """The update under bfloat16 autocast (``RLConfig.autocast_bf16``)."""
     credit_malformed_list: bool = RewardConfig.model_fields["credit_malformed_list"].default
     """RL reward: score a malformed answer's salvaged list (SPEC)."""
 
