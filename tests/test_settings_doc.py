@@ -12,6 +12,8 @@ import textwrap
 from pathlib import Path
 from typing import Any
 
+from pydantic import BaseModel
+
 from sleuth.train.model import StudentConfig
 from sleuth.train.recipes.config import RECIPES, RecipeConfig
 from sleuth.train.rl_types import RLConfig
@@ -40,7 +42,7 @@ def field_docs(cls: type) -> dict[str, str]:
 
 
 def _value(value: Any) -> str:
-    if dataclasses.is_dataclass(value) or hasattr(value, "model_fields"):
+    if dataclasses.is_dataclass(value) or isinstance(value, BaseModel):
         return f"`{type(value).__name__}()`"
     return f"`{value!r}`"
 
