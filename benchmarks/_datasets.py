@@ -24,18 +24,17 @@ from sleuth.corpus import Document
 from sleuth.corpus.patents import read_patents_csv
 from sleuth.corpus.readers import read_documents
 from sleuth.errors import InputError
-from sleuth.tasks import Task, read_2wiki, read_benchmark, read_hotpotqa, read_musique
+from sleuth.tasks import Task, read_benchmark
 from sleuth.tasks.benchmarks import title_doc_id
 from sleuth.tasks.schema import load_tasks
+from sleuth.train.recipes.data import STAGED
 
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 HERE = Path(__file__).resolve().parent
 HIPPORAG_2WIKI = SHARED / "hipporag_2wiki_corpus" / "2wikimultihopqa_corpus.json"
-# name -> (reader, folder, the ``Task.source`` its tasks carry)
+# name -> (reader, folder, the ``Task.source`` its tasks carry): the recipe's staged samples
 DATASETS: dict[str, tuple[Callable[[Any], Any], Path, str]] = {
-    "HotpotQA": (read_hotpotqa, SHARED / "hotpotqa_distractor_dev", "hotpotqa"),
-    "MuSiQue": (read_musique, SHARED / "musique_ans_dev", "musique"),
-    "2Wiki": (read_2wiki, SHARED / "2wikimultihopqa_dev", "2wikimultihopqa"),
+    name: (reader, SHARED / folder, source) for name, (reader, folder, source) in STAGED.items()
 }
 COMBINED, POOLED = "combined", "pooled"
 POOLS = (COMBINED, POOLED)  # corpora whose rows are named ``<pool>/<dataset>``

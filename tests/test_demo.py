@@ -95,7 +95,8 @@ def test_demo_prints_an_example_trajectory_and_paths(demo_run):
 def test_demo_never_scores_the_adapter_on_its_training_tasks():
     from sleuth.demo import DemoConfig, adapter_policy, choose
 
-    trained = set(adapter_policy()["trained_task_ids"])
+    manifest = adapter_policy()
+    trained = set(manifest.trained_task_ids if manifest else [])
     assert trained, "the packaged adapter records the tasks it trained on"
     _, tasks, sub = choose(DemoConfig())
     assert sub and not {t.id for t in tasks + sub} & trained

@@ -35,7 +35,7 @@ from sleuth.policies import (
 from sleuth.policies.local_hf import LocalHFPolicy
 from sleuth.policies.spec import (
     PolicyOptions,
-    adapter_settings,
+    adapter_manifest,
     shipped_adapter,
     spec_from_options,
 )
@@ -170,6 +170,7 @@ def test_local_models_run_on_ctranslate2_unless_told_otherwise(tmp_path):
 
 def test_the_heuristic_teacher_searches_with_its_ranker_and_the_student_can_too(small_index):
     from sleuth.index import Index
+    from sleuth.policies.manifest import ToolSettings
     from sleuth.policies.spec import _with_tool_settings
     from sleuth.tools.toolbox import Toolbox
 
@@ -177,9 +178,11 @@ def test_the_heuristic_teacher_searches_with_its_ranker_and_the_student_can_too(
     tools, make_teacher = build_teacher("heuristic", plain)
     assert tools.ranker is not None and make_teacher(0).name == "heuristic"
     assert build_teacher("single-pass", plain)[0].ranker is None
-    student = _with_tool_settings(plain, {"search_max_chunks": 2, "ranker": True})
+    student = _with_tool_settings(plain, ToolSettings(search_max_chunks=2, ranker=True))
     assert student.ranker is not None and student.config.search_max_chunks == 2
-    assert _with_tool_settings(plain, {"search_max_chunks": 2}).ranker is None
+    assert (
+        _with_tool_settings(plain, ToolSettings(search_max_chunks=2, ranker=False)).ranker is None
+    )
 
 
 def test_the_heuristic_teacher_names_ranks_without_quotes_unless_asked(small_index, tmp_path):
@@ -212,8 +215,10 @@ def test_local_alone_is_the_shipped_adapter_under_its_trained_settings(small_ind
     _, bound = built.for_tools(Toolbox(Index.open(small_index)))
     searching = bound(0)  # the student searches, the learned selector writes the final list
     assert isinstance(searching, SelectedFinalList)
-    assert searching.final_docs == adapter_settings(shipped_adapter())["harness"]["max_documents"]
-    trained = adapter_settings(shipped_adapter())["harness"]
+    manifest = adapter_manifest(shipped_adapter())
+    assert manifest is not None
+    assert searching.final_docs == manifest.harness.max_documents
+    trained = manifest.harness.model_dump()
     config = built.harness(HarnessConfig(max_reply_tokens=2048))
     assert policy.name == "smollm2-sleuth" and policy.temperature == 0.0
     assert config.system_prompt == trained["system_prompt"]

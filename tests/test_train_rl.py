@@ -25,6 +25,7 @@ from sleuth.harness.budget import BudgetConfig
 from sleuth.harness.loop import HarnessConfig
 from sleuth.index import Index
 from sleuth.policies.chatml import tools_system_text
+from sleuth.policies.manifest import read_manifest
 from sleuth.policies.scripted import ScriptedPolicy, call, turn
 from sleuth.tasks import read_2wiki
 from sleuth.tasks.schema import Task
@@ -162,6 +163,8 @@ def test_two_rl_steps_checkpoint_crash_and_resume(world, tmp_path: Path) -> None
     state = json.loads((checkpoints / "step_000002" / "state.json").read_text())
     assert state["step"] == 2 and state["config"]["queries_per_step"] == 2
     assert _adam_steps(checkpoints / "step_000002") == 4  # the optimiser state continued
+    manifest = read_manifest(checkpoints / "step_000002" / "model")  # runs as it trained
+    assert manifest is not None and manifest.phase == "rl" and manifest.harness.max_turns == 2
     rollouts = read_log(tmp_path / "rollouts.jsonl")
     assert [r["step"] for r in rollouts] == [0] * 4 + [1] * 4
     assert (tmp_path / "metrics.png").exists()
@@ -249,3 +252,41 @@ def test_train_rl_cli_passes_the_malformed_list_setting_to_the_reward(
     result = CliRunner().invoke(app, argv + flag)
     assert result.exit_code == 0, (result.stderr, result.exception)
     assert [c.reward.credit_malformed_list for c in seen] == [credited]
+
+
+def test_an_adapter_trained_by_the_cli_runs_unflagged_under_its_trained_settings(
+    world, tmp_path: Path
+) -> None:
+    """``sleuth train sft`` writes the manifest; ``local:BASE --adapter`` reads it back."""
+    from typer.testing import CliRunner
+
+    from sleuth.cli import app
+    from sleuth.policies.spec import PolicyOptions, build_policy
+
+    tasks, tools, model = world
+    task_file = tmp_path / "tasks.jsonl"
+    task_file.write_text("".join(t.model_dump_json() + "\n" for t in tasks), "utf-8")
+    out = tmp_path / "sft"
+    argv = ["train", "sft", "--index", str(tools.index.path), "--tasks", str(task_file)]
+    argv += ["--out", str(out), "--model", str(model), "--epochs", "1", "--lora-r", "4"]
+    argv += ["--budget", "3072", "--max-turns", "2", "--max-seq-len", "2048"]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 0, (result.stderr, result.exception)
+    manifest = read_manifest(out / "model")
+    assert manifest is not None and manifest.schema_version == 1 and manifest.phase == "sft"
+    assert manifest.base_model == str(model)
+    assert manifest.trained_task_ids == sorted(t.id for t in tasks)
+    assert manifest.tools.ranker  # the heuristic teacher searched with the learned ranker
+    assert (manifest.harness.budget, manifest.harness.max_turns) == (3072, 2)
+    assert manifest.harness.max_reply_tokens == 512 and manifest.final_list == "model"
+
+    built = build_policy(
+        f"local:{model}", PolicyOptions(adapter=str(out / "model"), engine="transformers")
+    )
+    config = built.harness(HarnessConfig())  # `sleuth run`'s defaults: T = 32k, 128 turns
+    assert (config.budget.total, config.budget.max_turns) == (3072, 2)
+    assert config.max_reply_tokens == 512 and config.system_prompt is None
+    plain = Toolbox(tools.index, ToolConfig(search_max_chunks=7))
+    wrapped = built.tools(plain)
+    assert isinstance(wrapped, Toolbox) and wrapped.ranker is not None
+    assert wrapped.config.search_max_chunks == manifest.tools.search_max_chunks

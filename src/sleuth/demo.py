@@ -29,7 +29,8 @@ from sleuth.errors import ConfigError, IndexIncompleteError, InputError
 from sleuth.harness import BudgetConfig, HarnessConfig, load_trajectory
 from sleuth.index import Index
 from sleuth.io import atomic_write_text, check_folder_target
-from sleuth.policies.spec import BuiltPolicy, adapter_settings, build_policy, shipped_adapter
+from sleuth.policies.manifest import PolicyManifest
+from sleuth.policies.spec import BuiltPolicy, adapter_manifest, build_policy, shipped_adapter
 from sleuth.progress import progress_bar
 from sleuth.ranking.model import load_ranker
 from sleuth.tasks import Task, load_tasks, read_2wiki
@@ -91,16 +92,17 @@ class SubagentRun:
     policy: BuiltPolicy
 
 
-def adapter_policy() -> dict[str, Any]:
-    """Settings and training-task ids of the packaged adapter; empty when none ships."""
-    return adapter_settings(shipped_adapter())
+def adapter_policy() -> PolicyManifest | None:
+    """Settings and training-task ids of the packaged adapter; None when none ships."""
+    return adapter_manifest(shipped_adapter())
 
 
 def packaged_corpus() -> tuple[list[Document], list[Task], list[Task]]:
     """The shipped corpus, its real questions and offline tasks, less any that the shipped
     adapter or the shipped ranker trained on."""
     docs, real = read_2wiki(str(resources.files("sleuth").joinpath(CORPUS)))
-    trained = set(adapter_policy().get("trained_task_ids", [])) | set(load_ranker().question_ids)
+    manifest = adapter_policy()
+    trained = set(manifest.trained_task_ids if manifest else []) | set(load_ranker().question_ids)
     offline = load_tasks(str(resources.files("sleuth").joinpath(OFFLINE_TASKS)))
     return (
         docs,
@@ -154,7 +156,7 @@ def subagent_runs(policy: str, config: DemoConfig) -> list[SubagentRun]:
     settings = adapter_policy()
     if policy != "local" or not settings:
         return [SubagentRun(f"{policy} subagent", "subagent", built)]
-    label = f"SmolLM2-135M + {settings['phase'].upper()} adapter"
+    label = f"SmolLM2-135M + {(settings.phase or 'trained').upper()} adapter"
     runs = [SubagentRun(label, "subagent", built)]
     if config.untrained_too:
         from sleuth.policies.local_hf import smollm2_gguf_path

@@ -18,7 +18,6 @@ needs (one retriever for ``bm25``/``dense``, the adapter's prompt and budget for
 from __future__ import annotations
 
 import importlib.util
-import json
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
@@ -30,7 +29,15 @@ from sleuth.errors import InputError
 from sleuth.harness.loop import HarnessConfig
 from sleuth.harness.policy import Policy
 from sleuth.harness.prompt import MAX_DOCUMENTS
+from sleuth.policies.manifest import (
+    FINAL_LISTS,
+    MANIFEST,
+    PolicyManifest,
+    ToolSettings,
+    read_manifest,
+)
 from sleuth.tools.base import Tools
+from sleuth.tools.spec import TOOL_NAMES
 
 if TYPE_CHECKING:
     from sleuth.ranking.model import RankerModel
@@ -42,7 +49,7 @@ DEFAULT_POLICY = "heuristic"
 """The policy of ``sleuth run``, ``sleuth eval`` and the MCP ``search`` tool when none is given."""
 
 SHIPPED_ADAPTER = "data/adapters/smollm2-sleuth"
-ADAPTER_SETTINGS = "sleuth_policy.json"  # the harness and tool settings an adapter trained under
+ADAPTER_SETTINGS = MANIFEST  # the harness and tool settings an adapter trained under
 _SERVED = re.compile(r"(?P<model>.+?)@(?P<url>https?://\S+)")
 _PREFIXES = ("local", "openai", "harmony")
 LOCAL_ENGINES = ("transformers", "ct2")
@@ -50,8 +57,6 @@ LOCAL_ENGINES = ("transformers", "ct2")
 on CPU; :mod:`sleuth.policies.ct2`)."""
 AUTO_ENGINE = "auto"
 """CTranslate2 when it is installed, else transformers."""
-FINAL_LISTS = ("model", "selector")
-"""Who writes a local model's final list (:attr:`PolicyOptions.final_list`)."""
 
 
 @dataclass(frozen=True)
@@ -75,8 +80,9 @@ class PolicyOptions:
 
     api_key: str = "EMPTY"
     adapter: str | None = None
-    """LoRA adapter folder for ``local``/``local:PATH``; its ``sleuth_policy.json``, when present,
-    sets the harness and tool settings it was trained under."""
+    """LoRA adapter folder for ``local``/``local:PATH``; its manifest (``sleuth_policy.json``,
+    :class:`~sleuth.policies.manifest.PolicyManifest`), when present, sets the harness and tool
+    settings it was trained under."""
     temperature: float | None = None
     """None: greedy for local models, the server's default for endpoints."""
     engine: str = AUTO_ENGINE
@@ -323,10 +329,9 @@ def shipped_adapter() -> Path | None:
     return folder if (folder / "adapter_config.json").is_file() else None
 
 
-def adapter_settings(adapter: str | Path | None) -> dict[str, Any]:
-    """An adapter's ``sleuth_policy.json`` (training settings and task ids); empty when absent."""
-    path = Path(adapter) / ADAPTER_SETTINGS if adapter else None
-    return json.loads(path.read_text(encoding="utf-8")) if path and path.is_file() else {}
+def adapter_manifest(adapter: str | Path | None) -> PolicyManifest | None:
+    """An adapter's manifest (training settings and task ids); None when it has none."""
+    return read_manifest(adapter)
 
 
 def _local(spec: PolicySpec, options: PolicyOptions) -> BuiltPolicy:
@@ -337,25 +342,26 @@ def _local(spec: PolicySpec, options: PolicyOptions) -> BuiltPolicy:
     for needed in (path, adapter):
         if needed is not None and not Path(needed).exists():
             raise InputError(f"policy {spec}: {needed} does not exist")
-    settings = adapter_settings(adapter)
-    final_list = options.final_list or settings.get("final_list", "model")
-    if final_list not in FINAL_LISTS:  # checked before the weights load
+    manifest = read_manifest(adapter)  # checked before the weights load
+    if manifest and manifest.tool_names not in (None, TOOL_NAMES):
         raise InputError(
-            f"{Path(str(adapter)) / ADAPTER_SETTINGS}: final_list {final_list!r} unknown; "
-            f"use one of {FINAL_LISTS}"
+            f"{adapter}: trained with the tools {manifest.tool_names}, this sleuth has "
+            f"{TOOL_NAMES}; retrain it (sleuth train sft) or use the sleuth it was trained with"
         )
+    final_list = options.final_list or (manifest.final_list if manifest else "model")
     loaded = LocalHFPolicy.load(path, adapter=adapter)
     name = Path(str(adapter or path)).name
     factory = _local_factory(loaded, options.engine, options.temperature or 0.0, name)
-    final_docs = settings.get("harness", {}).get("max_documents", MAX_DOCUMENTS)
+    final_docs = manifest.harness.max_documents if manifest else MAX_DOCUMENTS
     bind = _selected_final_list(factory, final_docs) if final_list == "selector" else None
-    if not settings:
+    if manifest is None:
         return BuiltPolicy(spec, factory, bind=bind)
+    trained = manifest
     return BuiltPolicy(
         spec,
         factory,
-        wrap_tools=lambda tools: _with_tool_settings(tools, settings["tools"]),
-        configure=lambda config: trained_harness(config, settings["harness"]),
+        wrap_tools=lambda tools: _with_tool_settings(tools, trained.tools),
+        configure=trained.harness.apply,
         bind=bind,
     )
 
@@ -399,38 +405,18 @@ def _has_ct2() -> bool:
     return importlib.util.find_spec("ctranslate2") is not None
 
 
-def trained_harness(base: HarnessConfig, h: Mapping[str, Any]) -> HarnessConfig:
-    """``base`` under an adapter's trained prompt, budget and reply length."""
-    budget = replace(
-        base.budget,
-        total=h["budget"],
-        per_call_tokens=h["per_call_tokens"],
-        reply_reserve=h["reply_reserve"],
-        max_turns=h["max_turns"],
-        soft_threshold=None,
-        hard_cutoff=None,
-    )
-    return replace(
-        base,
-        budget=budget,
-        max_reply_tokens=h["max_reply_tokens"],
-        max_documents=h["max_documents"],
-        system_prompt=h["system_prompt"],
-    )
-
-
-def _with_tool_settings(tools: Tools, settings: Mapping[str, Any]) -> Tools:
+def _with_tool_settings(tools: Tools, settings: ToolSettings) -> Tools:
     from sleuth.tools.toolbox import Toolbox, ToolConfig
 
     if not isinstance(tools, Toolbox):
         return tools
-    config = {k: v for k, v in settings.items() if k != "ranker"}
     ranker = tools.ranker
-    if settings.get("ranker") and ranker is None:  # trained on the shipped ranker's search order
+    if settings.ranker and ranker is None:  # trained on the shipped ranker's search order
         from sleuth.ranking.model import load_ranker
 
         ranker = load_ranker(None)
-    return Toolbox(tools.index, ToolConfig(**config), tools.reranker, tools.counter, ranker=ranker)
+    config = ToolConfig(search_max_chunks=settings.search_max_chunks)
+    return Toolbox(tools.index, config, tools.reranker, tools.counter, ranker=ranker)
 
 
 _SERVED_BUILDERS: dict[str, Builder] = {

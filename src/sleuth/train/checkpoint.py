@@ -3,7 +3,8 @@
 Layout under ``<out_dir>/checkpoints``::
 
     step_000004/
-        model/            adapter (LoRA) or whole model, plus tokenizer (``save_student``)
+        model/            adapter (LoRA) or whole model, plus tokenizer (``save_student``) and,
+                          from RL, its manifest (``sleuth_policy.json``)
         optimizer.pt      optimiser state
         rng.pt            python, numpy and torch RNG states
         state.json        completed steps, the run's config, anything the loop adds
@@ -27,6 +28,7 @@ import torch
 
 from sleuth.errors import InputError
 from sleuth.io import atomic_write_text, read_json
+from sleuth.policies.manifest import PolicyManifest, write_manifest
 from sleuth.train.model import save_student
 
 LATEST = "LATEST"
@@ -73,13 +75,17 @@ def save_checkpoint(
     optimizer: torch.optim.Optimizer,
     state: dict[str, Any],
     keep_last: int = 2,
+    manifest: PolicyManifest | None = None,
 ) -> Checkpoint:
-    """Write checkpoint ``step`` atomically and drop all but the newest ``keep_last``."""
+    """Write checkpoint ``step`` atomically and drop all but the newest ``keep_last``;
+    ``manifest`` goes beside the model, so the checkpoint runs as ``--adapter`` as it trained."""
     root = Path(root)
     name = f"step_{step:06d}"
     tmp = root / f".{name}.tmp"
     shutil.rmtree(tmp, ignore_errors=True)
     save_student(model, tokenizer, tmp / "model")
+    if manifest is not None:
+        write_manifest(tmp / "model", manifest)
     torch.save(optimizer.state_dict(), tmp / "optimizer.pt")
     torch.save(rng_state(), tmp / "rng.pt")
     full_state = {**state, "step": step}

@@ -42,6 +42,7 @@ import torch
 
 from sleuth.errors import InputError
 from sleuth.memory import trim_heap
+from sleuth.policies.manifest import PolicyManifest
 from sleuth.tasks.schema import Task
 from sleuth.tools.base import Tools
 from sleuth.train.checkpoint import latest_checkpoint, restore_training_state, save_checkpoint
@@ -60,7 +61,7 @@ from sleuth.train.rl_types import RLConfig, StepPlan
 from sleuth.train.rl_update import cispo_update
 from sleuth.train.rollout import LocalRolloutEngine, RolloutEngine
 from sleuth.train.runlog import log_step, plot_log, read_log, truncate_log
-from sleuth.train.sft import config_dict, pad_id
+from sleuth.train.sft import config_dict, pad_id, training_manifest
 
 EngineFactory = Callable[[Any, Any], RolloutEngine]
 """(model, tokenizer) -> the rollout engine of a run."""
@@ -125,6 +126,7 @@ def run_rl(
     tools: Tools,
     make_engine: EngineFactory | None = None,
     on_step: StepHook | None = None,
+    manifest: PolicyManifest | None = None,
 ) -> list[dict[str, Any]]:
     """``sleuth train rl``: CISPO from the last checkpoint (if any) to the last step.
 
@@ -134,6 +136,8 @@ def run_rl(
         tools: the retrieval tools over the training index (a ``Toolbox``).
         make_engine: (model, tokenizer) -> rollout engine; default: ``config.rollout_engine``.
         on_step: called with (step, record) after each step is logged.
+        manifest: the ``sleuth_policy.json`` written into every checkpoint's model (default:
+            the rollouts' harness and tools, the base model and the task ids).
 
     Returns:
         The log records of the whole run (also in ``<out_dir>/metrics.jsonl``).
@@ -161,6 +165,7 @@ def run_rl(
     if dp.is_main:
         truncate_log(metrics_path, start)
         truncate_log(rollouts_path, start)
+    trained = manifest or training_manifest(config.harness, tools, config.student, tasks, "rl")
     factory = make_engine or default_engine(config)
     engine = factory(dp.unwrap(model), tokenizer)
     n_steps = total_steps(config, len(tasks))
@@ -186,6 +191,7 @@ def run_rl(
                 optimizer,
                 state,
                 config.keep_checkpoints,
+                trained,
             )
         if dp.is_main and ((step + 1) % config.plot_every == 0 or last):
             plot_log(metrics_path, out / "metrics.png")

@@ -156,23 +156,25 @@ class RLConfig:
         1,024, contexts of 8k instead of 32k tokens, 6 turns instead of 128.
         """
         harness = HarnessConfig(
+            # 8k, not 32k: a small model's context; 6 turns, not 128: minutes per rollout
             budget=BudgetConfig(total=8192, per_call_tokens=1024, reply_reserve=512, max_turns=6),
-            max_reply_tokens=160,
-            max_documents=10,
+            max_reply_tokens=160,  # a list with one-line justifications
+            max_documents=10,  # R@5 and R@10 read from it; 30 is more than a small model lists
         )
         settings: dict[str, Any] = {
+            # LoRA r 16, alpha 32: the recipe's cpu-small student (sleuth.train.recipes.config)
             "student": StudentConfig(path=model_path, lora_r=16, lora_alpha=32),
             "out_dir": out_dir,
-            "queries_per_step": 4,
-            "rollouts_per_query": 4,
-            "substeps": 2,
-            "micro_batch_size": 1,
-            "epochs": 2,
-            "max_steps": 8,
-            "lr": 5e-5,
+            "queries_per_step": 4,  # 4 x 4 rollouts: a step in minutes on 2 cores, not hours
+            "rollouts_per_query": 4,  # half the report's G: time
+            "substeps": 2,  # 16 rollouts make two minibatches
+            "micro_batch_size": 1,  # fastest on 2 cores (memory only)
+            "epochs": 2,  # β 4 for the first half of the steps, 2 after
+            "max_steps": 8,  # time: a first look at the curve
+            "lr": 5e-5,  # few, small steps move 1e-5 too little (the recipe measured 5e-5: drift 0.063)
             "harness": harness,
-            "rollout_workers": 2,
-            "max_seq_len": 4096,
+            "rollout_workers": 2,  # 2 cores
+            "max_seq_len": 4096,  # half of T: the update's time and memory on a CPU
         }
         return cls(**(settings | overrides))
 

@@ -32,6 +32,7 @@ from sleuth.harness.loop import HarnessConfig
 from sleuth.harness.policy import Policy, PolicyOutput
 from sleuth.harness.trajectory import Trajectory, load_trajectory
 from sleuth.io import atomic_write_text
+from sleuth.policies.manifest import PolicyManifest, write_manifest
 from sleuth.policies.spec import PolicyFactory, PolicyOptions, build_policy, parse_policy_spec
 from sleuth.tasks.schema import Task
 from sleuth.tools.base import Tools
@@ -368,8 +369,35 @@ def sft_from_trajectories(config: SFTConfig, runs: Sequence[tuple[Task, Trajecto
     return report
 
 
+def training_manifest(
+    harness: HarnessConfig,
+    tools: Tools,
+    student: StudentConfig,
+    tasks: Sequence[Task],
+    phase: str,
+) -> PolicyManifest:
+    """The manifest of a model trained under ``harness`` on ``tools`` (their search settings
+    and whether a learned ranker ordered search), over ``student``'s base model."""
+    from sleuth.tools.toolbox import Toolbox, ToolConfig
+
+    search = tools.config if isinstance(tools, Toolbox) else ToolConfig()
+    ranked = isinstance(tools, Toolbox) and tools.ranker is not None
+    return PolicyManifest.of_training(
+        harness,
+        search_max_chunks=search.search_max_chunks,
+        ranker=ranked,
+        base_model=student.path,
+        task_ids=[t.id for t in tasks],
+        phase=phase,
+    )
+
+
 def run_sft(
-    config: SFTConfig, tasks: Sequence[Task], tools: Tools, make_teacher: PolicyFactory
+    config: SFTConfig,
+    tasks: Sequence[Task],
+    tools: Tools,
+    make_teacher: PolicyFactory,
+    manifest: PolicyManifest | None = None,
 ) -> SFTReport:
     """``sleuth train sft``: teacher rollouts, the report's filter, then fine-tuning.
 
@@ -379,10 +407,13 @@ def run_sft(
         tools: the retrieval tools over the training index (a ``Toolbox``).
         make_teacher: seed -> the teacher policy of one rollout (``lambda seed: policy`` to
             share one thread-safe policy).
+        manifest: what the model's ``sleuth_policy.json`` says (default: the teacher's harness
+            and tools, the base model and the task ids: :func:`training_manifest`).
 
     Returns:
         The report, also written to ``<out_dir>/sft_report.json``; the model is in
-        ``<out_dir>/model`` (an adapter over ``config.student.path`` under LoRA).
+        ``<out_dir>/model`` (an adapter over ``config.student.path`` under LoRA) with its
+        manifest, so ``--policy local:BASE --adapter <out_dir>/model`` runs as it trained.
 
     Example::
 
@@ -396,7 +427,10 @@ def run_sft(
         return StudentBudget(make_teacher(seed), tokenizer)
 
     runs = generate_teacher_trajectories(counted_teacher, tools, tasks, config)
-    return sft_from_trajectories(config, runs)
+    report = sft_from_trajectories(config, runs)
+    trained = manifest or training_manifest(config.harness, tools, config.student, tasks, "sft")
+    write_manifest(report.model_dir, trained)
+    return report
 
 
 def config_dict(config: Any) -> dict[str, Any]:
@@ -422,4 +456,5 @@ __all__ = [
     "sft_sequences",
     "build_teacher",
     "train_sft",
+    "training_manifest",
 ]
