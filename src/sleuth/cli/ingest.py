@@ -46,13 +46,12 @@ def ingest(
     as_json: JsonOpt = False,
 ) -> None:
     """Read, chunk, embed and index documents (resumable: rerun the same command after a crash)."""
+    from sleuth.api import Index, load_documents
     from sleuth.corpus.files import ArchiveLimits, ReadOptions
-    from sleuth.corpus.readers import read_documents
-    from sleuth.index import Index
     from sleuth.index.ingest_checks import check_ingest_inputs
 
     options = ReadOptions(follow_links, ArchiveLimits.parse(archive_limits or ""))
-    docs = [] if repair else read_documents(paths, fmt, options)
+    docs = [] if repair else load_documents(paths, fmt, options)
     check_ingest_inputs(docs, batch_size, chroma_url=chroma_url)  # bad input writes nothing
     for line in options.skipped:
         console.print(f"skipped {line}", markup=False, highlight=False)

@@ -55,21 +55,26 @@ def read_documents_jsonl(path: Path) -> Iterator[Document]:
         except JsonLineError as e:
             what = e.msg if e.msg.startswith("JSON nested") else f"invalid JSON: {e.msg}"
             raise InputError(what, source=source, record=f"line {e.lineno}") from None
-        where = f"line {n}"
-        if not isinstance(obj, dict):
-            raise InputError("expected a JSON object", source=source, record=where)
-        doc_id = obj.get("id")
-        if doc_id is None or (isinstance(doc_id, str) and not doc_id.strip()):
-            raise InputError("missing 'id'", source=source, record=where)
-        if not isinstance(obj.get("text"), str):
-            raise InputError(
-                "missing or non-string 'text'", source=source, record=f"{where} ({doc_id})"
-            )
-        metadata = obj.get("metadata") or {}
-        if not isinstance(metadata, dict):
-            raise InputError("'metadata' must be an object", source=source, record=where)
-        doc = Document(id=str(doc_id), text=obj["text"], title=obj.get("title"), metadata=metadata)
-        yield _require_text(doc, f"{source} {where}")
+        yield document_from_record(obj, source, f"line {n}")
+
+
+def document_from_record(obj: object, source: str, where: str) -> Document:
+    """One ``{"id", "text", "title"?, "metadata"?}`` record (a JSONL line, or a dict given to
+    the Python API) as a :class:`Document`; ``where`` names it in the error."""
+    if not isinstance(obj, dict):
+        raise InputError("expected a JSON object", source=source, record=where)
+    doc_id = obj.get("id")
+    if doc_id is None or (isinstance(doc_id, str) and not doc_id.strip()):
+        raise InputError("missing 'id'", source=source, record=where)
+    if not isinstance(obj.get("text"), str):
+        raise InputError(
+            "missing or non-string 'text'", source=source, record=f"{where} ({doc_id})"
+        )
+    metadata = obj.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise InputError("'metadata' must be an object", source=source, record=where)
+    doc = Document(id=str(doc_id), text=obj["text"], title=obj.get("title"), metadata=metadata)
+    return _require_text(doc, f"{source} {where}")
 
 
 def _read_bytes(path: Path) -> bytes:
