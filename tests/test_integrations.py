@@ -1,12 +1,11 @@
 """The LangChain and LlamaIndex retrievers, with the real ``langchain-core`` and
 ``llama-index-core``: each returns exactly sleuth's search chunks or the subagent's ranked
-documents (justifications in the metadata), sync and async."""
+documents (justifications in the metadata), sync and async. A missing framework names its
+extra: tests/test_extras.py."""
 
 from __future__ import annotations
 
 import asyncio
-import importlib
-import sys
 
 import pytest
 
@@ -102,17 +101,3 @@ def test_bad_settings_and_failed_searches_raise(index, module):
     run = retriever.invoke if module is langchain else retriever.retrieve
     with pytest.raises(ToolError, match="non-empty"):
         run(" ")
-
-
-@pytest.mark.parametrize(
-    ("module", "package", "extra"),
-    [("langchain", "langchain_core", "langchain"), ("llamaindex", "llama_index", "llamaindex")],
-)
-def test_a_missing_framework_names_the_extra(monkeypatch, module, package, extra):
-    name = f"sleuth.integrations.{module}"
-    monkeypatch.delitem(sys.modules, name)
-    for loaded in [m for m in sys.modules if m == package or m.startswith(f"{package}.")]:
-        monkeypatch.setitem(sys.modules, loaded, None)
-    monkeypatch.setitem(sys.modules, package, None)
-    with pytest.raises(ImportError, match=rf"pip install 'sleuth\[{extra}\]'"):
-        importlib.import_module(name)
