@@ -14,6 +14,8 @@ ROOT = Path(__file__).resolve().parents[1]
 BLOCKED = {
     "harmony": ("openai_harmony", "import sleuth.policies.harmony"),
     "serve": ("mcp", "import sleuth.serve.mcp_server"),
+    "langchain": ("langchain_core", "import sleuth.integrations.langchain"),
+    "llamaindex": ("llama_index", "import sleuth.integrations.llamaindex"),
     "train": (
         "transformers",
         "from sleuth.policies.local_hf import LocalHFPolicy\nLocalHFPolicy.load('nowhere')",
@@ -34,6 +36,6 @@ def test_no_exact_torch_pin_and_extras_declared():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert not [d for d in project["dependencies"] if d.replace(" ", "").startswith("torch==")]
     extras = project["optional-dependencies"]
-    assert {"train", "serve", "harmony", "dev"} <= set(extras)
+    assert {"train", "serve", "harmony", "langchain", "llamaindex", "dev"} <= set(extras)
     core = " ".join(project["dependencies"])
     assert "mcp" not in core and "openai-harmony" not in core

@@ -36,9 +36,11 @@ LAYERS: dict[str, int] = {
     "eval": 10,
     "datagen": 10,
     "train": 10,
-    "serve": 11,
-    "demo": 12,
-    "cli": 13,
+    "api": 11,  # the Python API: the one entry that the CLI, MCP and the adapters all call
+    "serve": 12,
+    "integrations": 12,
+    "demo": 13,
+    "cli": 14,
 }
 
 # Edges that run upward today, each with why; the list only shrinks (it is empty: the policy

@@ -6,6 +6,8 @@ EXTRAS = {
     "train": "local models and training (transformers, peft, accelerate, ctranslate2)",
     "serve": "the MCP server (mcp)",
     "harmony": "gpt-oss / Context-1 in the harmony format (openai-harmony)",
+    "langchain": "the LangChain retriever (langchain-core)",
+    "llamaindex": "the LlamaIndex retriever (llama-index-core)",
 }
 
 

@@ -92,11 +92,10 @@ def _at_least(value: float | None, minimum: float, option: str) -> None:
 
 
 def open_toolbox(index: Path, reranker: str | None = None):
-    from sleuth.index import Index
-    from sleuth.tools.rerank import make_reranker
-    from sleuth.tools.toolbox import Toolbox
+    """The retrieval tools over the ``--index`` folder (:func:`sleuth.api.open_tools`)."""
+    from sleuth.api import open_tools
 
-    return Toolbox(Index.open(index), reranker=make_reranker(reranker))
+    return open_tools(index, reranker)
 
 
 ModelOpt = Annotated[

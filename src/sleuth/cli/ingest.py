@@ -46,9 +46,8 @@ def ingest(
     as_json: JsonOpt = False,
 ) -> None:
     """Read, chunk, embed and index documents (resumable: rerun the same command after a crash)."""
+    from sleuth.api import Index, load_documents
     from sleuth.corpus.files import ArchiveLimits, ReadOptions
-    from sleuth.corpus.readers import read_documents
-    from sleuth.index import Index
     from sleuth.index.chroma import no_write_client
     from sleuth.index.ingest_checks import check_ingest_inputs, check_new_settings, clean_documents
     from sleuth.index.manifest import read_manifest
@@ -59,7 +58,7 @@ def ingest(
     if repair:
         read_manifest(index)  # only an existing index can be repaired
     max_batch = no_write_client(chroma_url).get_max_batch_size()
-    docs, changed = clean_documents([] if repair else read_documents(paths, fmt, options))
+    docs, changed = clean_documents([] if repair else load_documents(paths, fmt, options))
     check_ingest_inputs(docs, batch_size, max_batch)
     for line in options.skipped:
         console.print(f"skipped {line}", markup=False, highlight=False)

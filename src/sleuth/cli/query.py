@@ -59,7 +59,7 @@ def run(
     as_json: JsonOpt = False,
 ) -> None:
     """Run the subagent on one query: ranked documents (+ the trajectory file)."""
-    from sleuth.harness import run_query
+    from sleuth.api import Agent
     from sleuth.io import check_file_target
 
     _at_least(max_reply_tokens, 1, "--max-reply-tokens")
@@ -76,14 +76,7 @@ def run(
     built = chosen_policy(
         policy, model, base_url, fmt, api_key, adapter, engine=engine, ranker=ranker
     )
-    tools, factory = built.for_tools(tools)
-    result = run_query(
-        tools,
-        query,
-        policy=factory(0),
-        trajectory=trajectory,
-        config=built.harness(config),
-    )
+    result = Agent(tools, built, harness=config).search(query, trajectory=trajectory)
     if as_json:
         print(json.dumps(result.model_dump(mode="json"), ensure_ascii=False))
     if result.stop_reason == "policy_error":
@@ -156,7 +149,7 @@ def eval_cmd(
     as_json: JsonOpt = False,
 ) -> None:
     """Run a task set (resumable, concurrent); write per-query JSONL, summary, plots, HTML."""
-    from sleuth.eval import EvalConfig, run_eval
+    from sleuth.api import EvalConfig, evaluate
     from sleuth.io import check_folder_target
     from sleuth.tasks import load_tasks
 
@@ -182,7 +175,13 @@ def eval_cmd(
     built = chosen_policy(
         policy, model, base_url, fmt, api_key, adapter, engine=engine, ranker=ranker
     )
-    summary = run_eval(task_list, built, common.open_toolbox(index), out, eval_config)
+    summary = evaluate(
+        task_list,
+        index=common.open_toolbox(index),
+        out=out,
+        policy=built,
+        config=eval_config,
+    )
     _fail_if_all_failed(summary, out)
     if as_json:
         print(json.dumps(summary))

@@ -7,8 +7,13 @@ from typing import Annotated, Any
 
 import typer
 
-import sleuth.cli.common as common
 from sleuth.cli.common import IndexOpt, JsonOpt, cli_errors, tools_app
+
+
+def _open(index):
+    from sleuth.api import Index
+
+    return Index.open(index)
 
 
 def _print_result(result, as_json: bool) -> None:
@@ -40,8 +45,7 @@ def tools_search(
 ) -> None:
     """One search_corpus call."""
     _print_result(
-        common.open_toolbox(index, reranker).search_corpus(query, exclude=set(exclude or [])),
-        as_json,
+        _open(index).search(query, exclude=set(exclude or []), reranker=reranker), as_json
     )
 
 
@@ -49,7 +53,7 @@ def tools_search(
 @cli_errors
 def tools_grep(pattern: str, index: IndexOpt, as_json: JsonOpt = False) -> None:
     """One grep_corpus call."""
-    _print_result(common.open_toolbox(index).grep_corpus(pattern), as_json)
+    _print_result(_open(index).grep(pattern), as_json)
 
 
 @tools_app.command("read")
@@ -63,4 +67,4 @@ def tools_read(
     as_json: JsonOpt = False,
 ) -> None:
     """One read_document call."""
-    _print_result(common.open_toolbox(index).read_document(doc_id, query=query), as_json)
+    _print_result(_open(index).read(doc_id, query=query), as_json)

@@ -55,31 +55,36 @@ def read_documents_jsonl(path: Path) -> Iterator[Document]:
         except JsonLineError as e:
             what = e.msg if e.msg.startswith("JSON nested") else f"invalid JSON: {e.msg}"
             raise InputError(what, source=source, record=f"line {e.lineno}") from None
-        where = f"line {n}"
-        if not isinstance(obj, dict):
-            raise InputError("expected a JSON object", source=source, record=where)
-        doc_id = obj.get("id")
-        if doc_id is None or (isinstance(doc_id, str) and not doc_id.strip()):
-            raise InputError("missing 'id'", source=source, record=where)
-        if isinstance(doc_id, bool) or not isinstance(doc_id, str | int):
-            raise InputError(
-                f"'id' must be a string or an integer, not {type(doc_id).__name__}",
-                source=source,
-                record=where,
-            )
-        where = f"{where} ({doc_id})"
-        if not isinstance(obj.get("text"), str):
-            raise InputError("missing or non-string 'text'", source=source, record=where)
-        title = obj.get("title")
-        if title is not None and not isinstance(title, str):
-            raise InputError(
-                f"'title' must be a string, not {type(title).__name__}", source=source, record=where
-            )
-        metadata = obj.get("metadata") or {}
-        if not isinstance(metadata, dict):
-            raise InputError("'metadata' must be an object", source=source, record=where)
-        doc = Document(id=str(doc_id), text=obj["text"], title=title, metadata=metadata)
-        yield _require_text(doc, f"{source} line {n}")
+        yield document_from_record(obj, source, f"line {n}")
+
+
+def document_from_record(obj: object, source: str, where: str) -> Document:
+    """One ``{"id", "text", "title"?, "metadata"?}`` record (a JSONL line, or a dict given to
+    the Python API) as a :class:`Document`; ``where`` names it in the error."""
+    if not isinstance(obj, dict):
+        raise InputError("expected a JSON object", source=source, record=where)
+    doc_id = obj.get("id")
+    if doc_id is None or (isinstance(doc_id, str) and not doc_id.strip()):
+        raise InputError("missing 'id'", source=source, record=where)
+    if isinstance(doc_id, bool) or not isinstance(doc_id, str | int):
+        raise InputError(
+            f"'id' must be a string or an integer, not {type(doc_id).__name__}",
+            source=source,
+            record=where,
+        )
+    where = f"{where} ({doc_id})"
+    if not isinstance(obj.get("text"), str):
+        raise InputError("missing or non-string 'text'", source=source, record=where)
+    title = obj.get("title")
+    if title is not None and not isinstance(title, str):
+        raise InputError(
+            f"'title' must be a string, not {type(title).__name__}", source=source, record=where
+        )
+    metadata = obj.get("metadata") or {}
+    if not isinstance(metadata, dict):
+        raise InputError("'metadata' must be an object", source=source, record=where)
+    doc = Document(id=str(doc_id), text=obj["text"], title=title, metadata=metadata)
+    return _require_text(doc, f"{source} {where}")
 
 
 def _read_bytes(path: Path) -> bytes:

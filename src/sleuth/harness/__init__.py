@@ -2,7 +2,7 @@
 
 from sleuth.harness.budget import BudgetConfig
 from sleuth.harness.loop import Harness, HarnessConfig
-from sleuth.harness.run import RankedDocument, RunResult, run_query
+from sleuth.harness.run import RankedDocument, RunResult, RunTimings, run_query
 from sleuth.harness.trajectory import StopReason, Trajectory, load_trajectory
 
 __all__ = [
@@ -11,6 +11,7 @@ __all__ = [
     "HarnessConfig",
     "RankedDocument",
     "RunResult",
+    "RunTimings",
     "StopReason",
     "Trajectory",
     "load_trajectory",

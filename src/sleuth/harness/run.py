@@ -6,7 +6,7 @@ from dataclasses import replace
 from pathlib import Path
 from uuid import uuid4
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from sleuth.errors import InputError
 from sleuth.harness.loop import Harness, HarnessConfig
@@ -24,6 +24,19 @@ class RankedDocument(BaseModel):
     id: str
     rank: int
     justification: str
+
+
+class RunTimings(BaseModel):
+    """Where one run's seconds went (sums over its turns; parallel tool calls overlap)."""
+
+    wall_s: float = 0.0
+    """The whole run, first prompt to final answer."""
+    policy_s: float = 0.0
+    """Waiting for the policy's replies."""
+    tools_s: float = 0.0
+    """Running tool calls."""
+    harness_s: float = 0.0
+    """Everything else: rendering, counting, bookkeeping."""
 
 
 class RunResult(BaseModel):
@@ -44,6 +57,7 @@ class RunResult(BaseModel):
     stop_reason: str
     malformed: bool
     error: str | None
+    timings: RunTimings = Field(default_factory=RunTimings)
 
     def __getitem__(self, key: str) -> object:
         return self.model_dump(mode="json")[key]
@@ -100,6 +114,12 @@ def run_result(record: Trajectory, path: Path) -> RunResult:
         stop_reason=str(record.stop_reason),
         malformed=summary.malformed_answer,
         error=summary.error,
+        timings=RunTimings(
+            wall_s=record.wall_time_s,
+            policy_s=sum(t.timings.policy_s for t in record.turns),
+            tools_s=sum(t.timings.tools_s for t in record.turns),
+            harness_s=sum(t.timings.harness_s for t in record.turns),
+        ),
     )
 
 

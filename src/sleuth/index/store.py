@@ -25,7 +25,7 @@ import uuid
 import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Self
 
 import numpy as np
 
@@ -121,7 +121,7 @@ class Index:
         overlap_tokens: int = 48,
         chroma_url: str | None = None,
         collection: str | None = None,
-    ) -> Index:
+    ) -> Self:
         """Open ``path`` for ingest, creating the index if it does not exist yet.
 
         Every setting is checked (and the embedder built) before anything is written. An index
@@ -166,7 +166,7 @@ class Index:
     @classmethod
     def _reopen_for_ingest(
         cls, path: Path, embedder: str, chunk_tokens: int, overlap_tokens: int
-    ) -> Index:
+    ) -> Self:
         if not os.access(path, os.W_OK):
             raise InputError("cannot write this index: the folder is read-only", source=str(path))
         index = cls(path, read_manifest(path))
@@ -186,7 +186,7 @@ class Index:
         return index
 
     @classmethod
-    def open(cls, path: str | Path, embedder: Embedder | None = None) -> Index:
+    def open(cls, path: str | Path, embedder: Embedder | None = None) -> Self:
         """Open a finished index for search; an interrupted ingest raises IndexIncompleteError,
         a damaged one (Chroma data missing or not matching the manifest) InputError."""
         path = Path(path)

@@ -47,11 +47,11 @@ try:
     from mcp.types import CallToolResult, TextContent
 except ImportError as _exc:  # the `serve` extra is not installed
     raise missing_extra("serve", _exc) from _exc
+from sleuth.api.agent import Agent
 from sleuth.harness.act import ToolJob, call_tool, failure_text
 from sleuth.harness.budget import BUDGET_TOKENS
 from sleuth.harness.loop import HarnessConfig
-from sleuth.harness.run import RunResult, run_query
-from sleuth.index import Index
+from sleuth.harness.run import RunResult
 from sleuth.policies.spec import (
     DEFAULT_POLICY,
     BuiltPolicy,
@@ -68,9 +68,8 @@ from sleuth.serve.http import (
     http_notice,
 )
 from sleuth.serve.limits import bounded
-from sleuth.tools.rerank import make_reranker
 from sleuth.tools.spec import GREP, PRUNE, READ, SEARCH
-from sleuth.tools.toolbox import Toolbox, ToolConfig
+from sleuth.tools.toolbox import ToolConfig
 from sleuth.tools.types import ChunkHit, ToolResult, render_result
 
 Transport = Literal["stdio", "http"]
@@ -176,11 +175,11 @@ def render_run(run: RunResult) -> str:
 
 
 class SleuthTools:
-    """The five MCP tools over one toolbox; every method is stateless."""
+    """The five MCP tools over one agent (its tools serve the four); every method is stateless."""
 
-    def __init__(self, toolbox: Toolbox, policy_factory: PolicyFactory, config: McpServerConfig):
-        self.toolbox = toolbox
-        self.policy_factory = policy_factory
+    def __init__(self, agent: Agent, config: McpServerConfig):
+        self.agent = agent
+        self.toolbox = agent.tools  # a Toolbox: build_server opens the agent over an index
         self.config = config
 
     def search_corpus(
@@ -217,14 +216,7 @@ class SleuthTools:
 
     def search(self, query: QuestionArg) -> Annotated[CallToolResult, RunResult]:
         try:
-            run = run_query(
-                self.toolbox,
-                query,
-                policy=self.policy_factory(0),
-                config=self.config.harness,
-                budget=self.config.budget,
-                trajectory=self._trajectory_path(),
-            )
+            run = self.agent.search(query, trajectory=self._trajectory_path())
         except InputError as exc:  # a blank query or a bad budget: the caller's to fix
             return error_reply(str(exc))
         except Exception as exc:  # e.g. the trajectory folder is not writable
@@ -294,13 +286,16 @@ def build_server(
         build_server("corpus-index").run("stdio")
     """
     config = config or McpServerConfig()
-    toolbox = Toolbox(Index.open(index_dir), reranker=make_reranker(config.reranker))
-    policy = policy or serving_policy()
-    if isinstance(policy, BuiltPolicy):
-        toolbox, policy = policy.for_tools(toolbox)
-    tools = SleuthTools(toolbox, policy, config)
+    agent = Agent(
+        index_dir,
+        policy or serving_policy(),
+        harness=config.harness,
+        budget=config.budget,
+        reranker=config.reranker,
+    )
+    tools = SleuthTools(agent, config)
     server = MCPServer(SERVER_NAME, instructions=INSTRUCTIONS)
-    for name, description in tool_descriptions(toolbox.config, config.harness).items():
+    for name, description in tool_descriptions(tools.toolbox.config, agent.harness).items():
         server.add_tool(getattr(tools, name), name=name, description=description)
     return server
 

@@ -1,0 +1,208 @@
+"""The index of the Python API: the store's :class:`~sleuth.index.store.Index` plus ingest from
+paths or records and the three retrieval tools as methods.
+
+It subclasses the store's class rather than wrapping it, so ``Index.open``/``Index.create`` are
+the store's own (same checks, same errors) and an API index goes wherever a store index does
+(a ``Toolbox``, the ranker, the selector).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from collections.abc import Collection, Iterable, Mapping
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+from sleuth.corpus.files import ReadOptions
+from sleuth.corpus.models import Document
+from sleuth.corpus.readers import document_from_record, read_documents
+from sleuth.embed import Embedder
+from sleuth.errors import InputError
+from sleuth.index.manifest import IndexManifest, IngestResult
+from sleuth.index.store import Index as StoreIndex
+from sleuth.index.store import Progress
+from sleuth.tools.rerank import Reranker, make_reranker
+from sleuth.tools.toolbox import Toolbox, ToolConfig
+from sleuth.tools.types import ToolResult
+
+Source = Document | Mapping[str, Any] | str | os.PathLike[str]
+"""One thing to ingest: a :class:`Document`, a record ``{"id", "text", "title"?, "metadata"?}``
+(the JSONL line as a dict), or a path (JSONL, folder, zip, mbox/.eml, HTML...)."""
+
+_SOURCE = "ingest()"  # how errors name the records given in Python (the i-th is ``record i``)
+_UNCAPPED = sys.maxsize  # a token budget that never binds: ``k`` alone limits the result
+
+
+def load_documents(
+    sources: Source | Iterable[Source], fmt: str = "auto", options: ReadOptions | None = None
+) -> list[Document]:
+    """Every source as documents, read and checked before anything is written.
+
+    Args:
+        sources: one source or several (see :data:`Source`); paths are read like
+            ``sleuth ingest`` reads them.
+        fmt: how paths are read: ``auto`` (by file type), ``sec`` or ``patents``.
+        options: folder, link and zip limits for paths; what was skipped lands in
+            ``options.skipped``.
+
+    Raises:
+        InputError: a bad record or file (named), a duplicate id among the paths, or nothing to
+            ingest.
+    """
+    items = [sources] if isinstance(sources, str | os.PathLike | Document | Mapping) else sources
+    docs: list[Document] = []
+    paths: list[str | os.PathLike[str]] = []
+    for i, item in enumerate(items):
+        if isinstance(item, Document):
+            docs.append(item)
+        elif isinstance(item, Mapping):
+            docs.append(document_from_record(dict(item), _SOURCE, str(i)))
+        elif isinstance(item, str | os.PathLike):
+            paths.append(item)
+        else:
+            raise InputError(
+                f"expected a path, a dict or a Document, got {type(item).__name__}",
+                source=_SOURCE,
+                record=str(i),
+            )
+    if paths:
+        docs.extend(read_documents([os.fspath(p) for p in paths], fmt, options))
+    if not docs:
+        raise InputError("no documents to ingest", source=_SOURCE)
+    return docs
+
+
+def tool_config(base: ToolConfig | None = None, **limits: int | None) -> ToolConfig:
+    """``base`` (default :class:`ToolConfig`) with the limits that are given; a chunk count
+    above the retrievers' depth deepens them, so ``k`` results can exist.
+
+    Raises:
+        ConfigError: a limit that is not positive.
+    """
+    config = replace(base or ToolConfig(), **{k: v for k, v in limits.items() if v is not None})
+    k = max(config.search_max_chunks, config.grep_max_chunks)
+    return replace(
+        config,
+        bm25_k=max(config.bm25_k, k),
+        dense_k=max(config.dense_k, k),
+        candidates=max(config.candidates, k),
+    )
+
+
+class Index(StoreIndex):
+    """A searchable corpus: :meth:`create` (then :meth:`ingest`) or :meth:`open`, then
+    :meth:`search`, :meth:`grep` and :meth:`read` (the policy's tools), or the whole subagent
+    with :func:`sleuth.search`.
+
+    Thread-safe for searches; one process writes an index at a time (others get ``BusyError``).
+    """
+
+    def __init__(self, path: Path, manifest: IndexManifest, embedder: Embedder | None = None):
+        super().__init__(path, manifest, embedder)
+        self._lock = threading.Lock()
+        self._toolboxes: dict[tuple[str, ToolConfig], Toolbox] = {}
+        self._rerankers: dict[str, Reranker | None] = {}
+
+    def ingest(
+        self,
+        sources: Source | Iterable[Source],
+        batch_size: int = 128,
+        progress: Progress | None = None,
+        *,
+        fmt: str = "auto",
+        read_options: ReadOptions | None = None,
+    ) -> IngestResult:
+        """Read ``sources`` (:func:`load_documents`), then chunk, embed and add them, replacing
+        earlier versions of the same ids; resumable if interrupted (call it again).
+
+        Args:
+            sources: documents, records, or paths, alone or in a list.
+            batch_size: chunks embedded per batch.
+            progress: called as ``progress(phase, done, total)`` while embedding.
+            fmt, read_options: how paths are read (see :func:`load_documents`).
+
+        Raises:
+            InputError: bad input, found before anything is written.
+            BusyError: another process is writing this index.
+        """
+        docs = load_documents(sources, fmt, read_options)
+        return super().ingest(docs, batch_size=batch_size, progress=progress)
+
+    def tools(self, reranker: str | None = None, config: ToolConfig | None = None) -> Toolbox:
+        """The retrieval tools over this index (built once per reranker and config).
+
+        Args:
+            reranker: ``none``, ``cross-encoder:PATH`` or ``endpoint:MODEL@URL``.
+            config: retrieval limits (default: the Context-1 report's).
+        """
+        spec = "" if reranker in (None, "none") else str(reranker)
+        key = (spec, config or ToolConfig())
+        with self._lock:
+            if key not in self._toolboxes:
+                if spec not in self._rerankers:  # a cross-encoder loads once, whatever the limits
+                    self._rerankers[spec] = make_reranker(spec or None)
+                self._toolboxes[key] = Toolbox(self, key[1], self._rerankers[spec])
+            return self._toolboxes[key]
+
+    def search(
+        self,
+        query: str,
+        k: int | None = None,
+        *,
+        exclude: Collection[str] = (),
+        max_tokens: int | None = None,
+        reranker: str | None = None,
+    ) -> ToolResult:
+        """``search_corpus``: BM25 + dense, fused by RRF, best chunk first.
+
+        Args:
+            query: what to look for.
+            k: chunks to return at most; None: the tool's limits (10 chunks within 4,096
+                tokens), as the policy sees them.
+            exclude: chunk ids never to return (the search digs deeper instead).
+            max_tokens: a token budget for the result (default: none when ``k`` is given).
+            reranker: a reranker spec (see :meth:`tools`).
+
+        Returns:
+            a :class:`ToolResult`: ``chunks`` (id, doc_id, text, tokens, score), or ``error``.
+        """
+        config = _limits(k, max_tokens, "search_max_chunks", "search_max_tokens")
+        return self.tools(reranker, config).search_corpus(query, exclude=exclude)
+
+    def grep(
+        self, pattern: str, k: int | None = None, *, exclude: Collection[str] = ()
+    ) -> ToolResult:
+        """``grep_corpus``: chunks matching a regular expression, in corpus order.
+
+        Args:
+            pattern: a Python-style regular expression; a bad or runaway one is
+                ``ToolResult.error``.
+            k: chunks to return at most (default: the tool's 5).
+            exclude: chunk ids to skip.
+        """
+        config = _limits(k, None, "grep_max_chunks", "search_max_tokens")
+        return self.tools(None, config).grep_corpus(pattern, exclude=exclude)
+
+    def read(
+        self, doc_id: str, query: str | None = None, *, max_tokens: int | None = None
+    ) -> ToolResult:
+        """``read_document``: a document's chunks in order.
+
+        Args:
+            doc_id: the document (or one of its chunk ids).
+            query: over the budget, keep the chunks closest to it (else the first ones).
+            max_tokens: the budget (default: the tool's 4,096 tokens).
+        """
+        config = None if max_tokens is None else tool_config(read_max_tokens=max_tokens)
+        return self.tools(None, config).read_document(doc_id, query=query)
+
+
+def _limits(k: int | None, max_tokens: int | None, chunks: str, tokens: str) -> ToolConfig | None:
+    """The tool config for ``k`` chunks within ``max_tokens`` (uncapped when only ``k`` is set)."""
+    if k is None and max_tokens is None:
+        return None
+    budget = max_tokens if max_tokens is not None else _UNCAPPED
+    return tool_config(None, **{chunks: k, tokens: budget})
