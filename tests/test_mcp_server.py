@@ -24,6 +24,7 @@ from mcp import ClientSession, StdioServerParameters, stdio_client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.types import CallToolResult, TextContent
 
+from sleuth.api.agent import Agent
 from sleuth.corpus.models import Document
 from sleuth.errors import InputError
 from sleuth.index import Index
@@ -415,11 +416,11 @@ def test_a_long_reply_is_cut_to_the_limit_and_says_so():
 def test_search_whose_policy_never_answered_is_an_error_result(index_dir: Path, tmp_path: Path):
     """Not an empty list: the caller learns the endpoint and the cause."""
     dead = f"http://127.0.0.1:{free_port()}/v1"
-    tools = SleuthTools(
+    agent = Agent(
         Toolbox(Index.open(index_dir)),
         lambda seed: OpenAIChatPolicy("m", base_url=dead, max_retries=0),
-        McpServerConfig(trajectory_dir=tmp_path),
     )
+    tools = SleuthTools(agent, McpServerConfig(trajectory_dir=tmp_path))
     reply = tools.search(QUESTION)
     assert reply.is_error and reply.structured_content is None
     assert dead in text(reply) and "Connection refused" in text(reply)
