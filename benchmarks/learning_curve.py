@@ -56,6 +56,7 @@ from sleuth.ranking.model import load_ranker
 from sleuth.reward import RewardConfig
 from sleuth.tasks import Task
 from sleuth.tasks.split import is_heldout, split_tasks
+from sleuth.tools.spec import ORIGINAL_TOOLS
 from sleuth.tools.toolbox import Toolbox, ToolConfig
 from sleuth.train.checkpoint import latest_checkpoint
 from sleuth.train.model import StudentConfig
@@ -242,6 +243,7 @@ def harness_config(preset: Preset) -> HarnessConfig:
         max_reply_tokens=preset.max_reply_tokens,
         max_documents=preset.final_docs,
         system_prompt=SMALL_PROMPT.format(n=preset.final_docs),
+        tools=ORIGINAL_TOOLS,  # the small prompt explains these four; the adapter records them
     )
 
 
@@ -264,6 +266,7 @@ def policy_settings(preset: Preset, pools: dict[str, list[Task]], phase: str, no
             "max_reply_tokens": h.max_reply_tokens,
             "max_documents": h.max_documents,
             "system_prompt": h.system_prompt,
+            "tools": list(h.tools),
         },
         "tools": {"search_max_chunks": preset.chunks_per_search, "ranker": True},
         # measured: the selector orders what the student found better than the student does

@@ -1,4 +1,4 @@
-"""``sleuth tools search|grep|read``: one retrieval tool call, as the policy makes it."""
+"""``sleuth tools search|grep|read|describe``: one retrieval tool call, as the policy makes it."""
 
 from __future__ import annotations
 
@@ -9,6 +9,16 @@ import typer
 
 import sleuth.cli.common as common
 from sleuth.cli.common import IndexOpt, JsonOpt, cli_errors, tools_app
+from sleuth.index.where import parse_where
+
+WhereOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--where",
+        help='Metadata filter (JSON, Chroma\'s where grammar), e.g. \'{"from": "a@b.com"}\'; '
+        "`sleuth tools describe` lists the fields.",
+    ),
+]
 
 
 def _print_result(result, as_json: bool) -> None:
@@ -36,20 +46,44 @@ def tools_search(
     reranker: Annotated[
         str | None, typer.Option(help="none | cross-encoder:PATH | endpoint:MODEL@URL")
     ] = None,
+    where: WhereOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """One search_corpus call."""
-    _print_result(
-        common.open_toolbox(index, reranker).search_corpus(query, exclude=set(exclude or [])),
-        as_json,
-    )
+    filter_ = parse_where(where)
+    toolbox = common.open_toolbox(index, reranker)
+    checked = _check(toolbox, filter_)
+    result = toolbox.search_corpus(query, exclude=set(exclude or []), where=checked)
+    _print_result(result, as_json)
 
 
 @tools_app.command("grep")
 @cli_errors
-def tools_grep(pattern: str, index: IndexOpt, as_json: JsonOpt = False) -> None:
+def tools_grep(
+    pattern: str, index: IndexOpt, where: WhereOpt = None, as_json: JsonOpt = False
+) -> None:
     """One grep_corpus call."""
-    _print_result(common.open_toolbox(index).grep_corpus(pattern), as_json)
+    filter_ = parse_where(where)
+    toolbox = common.open_toolbox(index)
+    _print_result(toolbox.grep_corpus(pattern, where=_check(toolbox, filter_)), as_json)
+
+
+@tools_app.command("describe")
+@cli_errors
+def tools_describe(index: IndexOpt, as_json: JsonOpt = False) -> None:
+    """The corpus's metadata fields (describe_corpus); --json prints the whole description."""
+    toolbox = common.open_toolbox(index)
+    if as_json:
+        print(json.dumps(toolbox.index.describe(), ensure_ascii=False, indent=1))
+        return
+    _print_result(toolbox.describe_corpus(), as_json)
+
+
+def _check(toolbox: Any, where: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The filter as given, once it passed the checks (a bad one is InputError: one line)."""
+    if where is not None:
+        toolbox.index.check_where(where)
+    return where
 
 
 @tools_app.command("read")

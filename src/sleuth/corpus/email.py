@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import email
 import email.policy
+import email.utils
 import hashlib
 import mailbox
 import re
 import tempfile
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from email.message import EmailMessage
 from pathlib import Path
 
@@ -73,7 +75,7 @@ def _message_to_document(msg: EmailMessage, source: str, fallback_id: str) -> Do
         "subject": subject,
         "from": str(msg.get("From", "") or ""),
         "to": str(msg.get("To", "") or ""),
-        "date": str(msg.get("Date", "") or ""),
+        "date": _sent_at(msg),
         "thread_id": thread_id(msg),
         "path": fallback_id,
         "domain": "email",
@@ -81,6 +83,16 @@ def _message_to_document(msg: EmailMessage, source: str, fallback_id: str) -> Do
     return Document(
         id=doc_id, text=f"{header}\n\n{body}".strip(), title=subject or None, metadata=metadata
     )
+
+
+def _sent_at(msg: EmailMessage) -> datetime | None:
+    """The Date header as an aware datetime; None when absent or unreadable (the text keeps it)."""
+    raw = str(msg.get("Date", "") or "")
+    try:
+        sent = email.utils.parsedate_to_datetime(raw) if raw else None
+    except (TypeError, ValueError, IndexError):
+        return None
+    return sent if sent is None or sent.tzinfo else sent.replace(tzinfo=UTC)
 
 
 def parse_message(data: bytes, source: str, fallback_id: str) -> Document:

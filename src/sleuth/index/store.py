@@ -24,6 +24,7 @@ import shutil
 import uuid
 import weakref
 from collections.abc import Callable, Sequence
+from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ from sleuth.corpus.models import Chunk, Document
 from sleuth.embed import Embedder, make_embedder
 from sleuth.errors import IndexIncompleteError, InputError
 from sleuth.index.chroma import chroma_client, create_collection, first_line, read_only_copy
+from sleuth.index.fields import describe, document_metadata, field_types, load_fields, save_fields
 from sleuth.index.ingest_checks import check_ingest_inputs, check_new_settings
 from sleuth.index.lexical import LEXICAL_FORMAT, ChunkRow, LexicalIndex
 from sleuth.index.manifest import (
@@ -44,6 +46,7 @@ from sleuth.index.manifest import (
     check_index_folder,
     read_manifest,
 )
+from sleuth.index.where import Where, check_where, matches
 from sleuth.io import atomic_write_text, folder_lock, lock_holder
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
@@ -75,6 +78,7 @@ class Index:
         self.collection = self._get_collection()
         self.native_hybrid = bool(manifest.native_hybrid)
         self._lexical: LexicalIndex | None = None
+        self._fields: dict[str, Any] | None = None
 
     def _chroma_path(self) -> Path:
         chroma = self.path / "chroma"
@@ -252,6 +256,7 @@ class Index:
 
     def _rebuild_lexical(self, stamp: dict) -> LexicalIndex:
         rows: list[ChunkRow] = []
+        doc_meta: dict[str, dict[str, Any]] = {}
         total, offset = self.collection.count(), 0
         while offset < total:
             got = self.collection.get(
@@ -268,8 +273,10 @@ class Index:
                         str(meta.get("title") or ""),
                     )
                 )
+                if int(meta["idx"]) == 0:
+                    doc_meta[meta["doc_id"]] = document_metadata(meta)
             offset += _PAGE
-        lexical = LexicalIndex.build(rows, stamp)
+        lexical = LexicalIndex.build(rows, stamp, doc_meta)
         with contextlib.suppress(OSError):  # a read-only index keeps it in memory only
             lexical.save(self.path / "lexical")
         return lexical
@@ -297,8 +304,9 @@ class Index:
                 )
             chunks = self._checked_chunks(docs, batch_size)
             dim = self.embedder.dim
+            dates = sorted(set(m.date_fields) | _date_fields(docs))
             atomic_write_text(self.path / "pending.json", json.dumps([d.id for d in docs]))
-            self._write_manifest(state="ingesting", pending=fp, dim=dim)
+            self._write_manifest(state="ingesting", pending=fp, dim=dim, date_fields=dates)
             todo = self._changed(chunks)
             self._add(todo, batch_size, progress, total=len(chunks), done=len(chunks) - len(todo))
             self._delete_stale([d.id for d in docs], {c.id for c in chunks})
@@ -378,6 +386,7 @@ class Index:
         generation = self.manifest.generation + 1
         self.manifest.generation = generation
         self._lexical = self._rebuild_lexical(self._stamp())
+        save_fields(self.path, self._describe_now())
         docs_total = len(self._lexical.rows_of_doc)
         self._write_manifest(
             state="ready",
@@ -410,18 +419,48 @@ class Index:
         self.manifest = self.manifest.model_copy(update=changes)
         atomic_write_text(self.path / MANIFEST, self.manifest.model_dump_json(indent=2))
 
+    # -- metadata ----------------------------------------------------------------------
+    def describe(self) -> dict[str, Any]:
+        """The metadata fields (:func:`sleuth.index.fields.describe`), cached at ingest; an index
+        made before the cache existed computes it once (and keeps it when writable)."""
+        if self._fields is None:
+            cached = load_fields(self.path)
+            if cached is None:
+                cached = self._describe_now()
+                with contextlib.suppress(OSError):
+                    save_fields(self.path, cached)
+            self._fields = cached
+        return self._fields
+
+    def _describe_now(self) -> dict[str, Any]:
+        self._fields = None
+        return describe(self.lexical.doc_meta.values(), self.manifest.date_fields)
+
+    def check_where(self, where: Any) -> Where:
+        """``where`` checked against the grammar and this corpus's fields (InputError if not)."""
+        return check_where(where, field_types(self.describe()))
+
+    def rows_matching(self, where: Where) -> np.ndarray:
+        """Mask of the lexical side's rows whose document passes a checked ``where``."""
+        return self.lexical.rows_where(lambda meta: matches(where, meta))
+
     # -- retrieval primitives ----------------------------------------------------------
     def dense_search(
-        self, query_vec: np.ndarray, k: int, exclude: set[str] | frozenset[str] = frozenset()
+        self,
+        query_vec: np.ndarray,
+        k: int,
+        exclude: set[str] | frozenset[str] = frozenset(),
+        where: Where | None = None,
     ) -> list[tuple[str, float]]:
-        """Top-``k`` by cosine similarity, skipping ``exclude``: over-fetch by its size so
-        unseen matches are still found when the exclusion set is large."""
+        """Top-``k`` by cosine similarity, skipping ``exclude`` and chunks a checked ``where``
+        rejects (Chroma filters before ranking): over-fetch by the exclusion set's size so
+        unseen matches are still found when it is large."""
         total = self.collection.count()
         if total == 0:
             return []
         n = min(total, k + len(exclude))
         res = self.collection.query(
-            query_embeddings=[query_vec.tolist()], n_results=n, include=["distances"]
+            query_embeddings=[query_vec.tolist()], n_results=n, include=["distances"], where=where
         )
         hits = [
             (cid, 1.0 - float(d))
@@ -431,10 +470,19 @@ class Index:
         return hits[:k]
 
     def lexical_search(
-        self, query: str, k: int, exclude: set[str] | frozenset[str] = frozenset()
+        self,
+        query: str,
+        k: int,
+        exclude: set[str] | frozenset[str] = frozenset(),
+        where: Where | None = None,
     ) -> list[tuple[str, float]]:
+        """Top-``k`` by BM25, skipping ``exclude`` and the rows a checked ``where`` rejects."""
         lex = self.lexical
-        return lex.search(query, k, lex.rows_for(exclude) if exclude else None)
+        drop = lex.rows_for(exclude) if exclude else None
+        if where is not None:
+            rejected = np.flatnonzero(~self.rows_matching(where))
+            drop = rejected if drop is None else np.concatenate([drop, rejected])
+        return lex.search(query, k, drop)
 
     def chunk(self, chunk_id: str) -> ChunkRow | None:
         i = self.lexical.row_of.get(chunk_id)
@@ -455,6 +503,11 @@ class Index:
 
     def __len__(self) -> int:
         return len(self.lexical.rows)
+
+
+def _date_fields(docs: Sequence[Document]) -> set[str]:
+    """Metadata keys that hold a date in some document (stored as epoch seconds)."""
+    return {k for d in docs for k, v in d.metadata.items() if isinstance(v, date)}
 
 
 def _search_text(chunk: Chunk) -> str:

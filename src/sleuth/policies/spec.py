@@ -31,6 +31,7 @@ from sleuth.harness.loop import HarnessConfig
 from sleuth.harness.policy import Policy
 from sleuth.harness.prompt import MAX_DOCUMENTS
 from sleuth.tools.base import Tools
+from sleuth.tools.spec import ORIGINAL_TOOLS
 
 if TYPE_CHECKING:
     from sleuth.ranking.model import RankerModel
@@ -400,7 +401,7 @@ def _has_ct2() -> bool:
 
 
 def trained_harness(base: HarnessConfig, h: Mapping[str, Any]) -> HarnessConfig:
-    """``base`` under an adapter's trained prompt, budget and reply length."""
+    """``base`` under an adapter's trained prompt, budget, reply length and tool set."""
     budget = replace(
         base.budget,
         total=h["budget"],
@@ -416,6 +417,7 @@ def trained_harness(base: HarnessConfig, h: Mapping[str, Any]) -> HarnessConfig:
         max_reply_tokens=h["max_reply_tokens"],
         max_documents=h["max_documents"],
         system_prompt=h["system_prompt"],
+        tools=tuple(h.get("tools", ORIGINAL_TOOLS)),  # trained before describe_corpus: the four
     )
 
 

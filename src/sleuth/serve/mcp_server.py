@@ -1,8 +1,9 @@
 """The retrieval tools and the whole subagent over MCP (SPEC §2, §8 ``sleuth serve mcp``).
 
-Built on the official ``mcp`` SDK (v2 ``MCPServer``, formerly FastMCP). Five tools:
+Built on the official ``mcp`` SDK (v2 ``MCPServer``, formerly FastMCP). Six tools:
 
-* ``search_corpus``, ``grep_corpus``, ``read_document``: one :class:`Toolbox` call each. The
+* ``search_corpus``, ``grep_corpus`` (both with an optional ``where`` metadata filter),
+  ``read_document``, ``describe_corpus`` (the metadata fields): one :class:`Toolbox` call each. The
   text content is exactly what the policy sees (:func:`render_result`); the structured content
   is ``{"result": [...]}``, where the list is the SPEC §8 tool JSON (chunks
   ``{id, doc_id, text, tokens, score}`` then ``{error}`` when the call failed), wrapped because
@@ -62,7 +63,7 @@ from sleuth.policies.spec import (
     spec_from_options,
 )
 from sleuth.tools.rerank import make_reranker
-from sleuth.tools.spec import GREP, PRUNE, READ, SEARCH
+from sleuth.tools.spec import DESCRIBE, GREP, PRUNE, READ, SEARCH
 from sleuth.tools.toolbox import Toolbox, ToolConfig
 from sleuth.tools.types import ChunkHit, ToolResult, render_result
 
@@ -131,6 +132,14 @@ ReadQueryArg = Annotated[
     Text | None,
     Field(description="What you are looking for; a long document keeps the chunks closest to it."),
 ]
+WhereArg = Annotated[
+    dict[str, Any] | None,
+    Field(
+        description="Optional metadata filter, Chroma's where grammar: "
+        '{"from": "a@b.com"}, {"date": {"$gte": "2001-05-01"}}, {"$and": [...]}; '
+        "describe_corpus lists the fields."
+    ),
+]
 ChunkIdsArg = Annotated[list[Text], Field(description="Chunk ids to remove from your context.")]
 QuestionArg = Annotated[Text, Field(description="The question to find supporting documents for.")]
 
@@ -171,7 +180,7 @@ def render_run(run: RunResult) -> str:
 
 
 class SleuthTools:
-    """The five MCP tools over one toolbox; every method is stateless."""
+    """The six MCP tools over one toolbox; every method is stateless."""
 
     def __init__(self, toolbox: Toolbox, policy_factory: PolicyFactory, config: McpServerConfig):
         self.toolbox = toolbox
@@ -179,13 +188,18 @@ class SleuthTools:
         self.config = config
 
     def search_corpus(
-        self, query: QueryArg, exclude_chunk_ids: ExcludeArg = None
+        self, query: QueryArg, exclude_chunk_ids: ExcludeArg = None, where: WhereArg = None
     ) -> Annotated[CallToolResult, ChunkListing]:
-        job = ToolJob(SEARCH.name, query, None, exclude=exclude_chunk_ids or ())
+        job = ToolJob(SEARCH.name, query, None, exclude=exclude_chunk_ids or (), where=where)
         return tool_reply(call_tool(self.toolbox, job))
 
-    def grep_corpus(self, pattern: PatternArg) -> Annotated[CallToolResult, ChunkListing]:
-        return tool_reply(call_tool(self.toolbox, ToolJob(GREP.name, pattern, None)))
+    def grep_corpus(
+        self, pattern: PatternArg, where: WhereArg = None
+    ) -> Annotated[CallToolResult, ChunkListing]:
+        return tool_reply(call_tool(self.toolbox, ToolJob(GREP.name, pattern, None, where=where)))
+
+    def describe_corpus(self) -> Annotated[CallToolResult, ChunkListing]:
+        return tool_reply(call_tool(self.toolbox, ToolJob(DESCRIBE.name, "", None)))
 
     def read_document(
         self, doc_id: DocIdArg, query: ReadQueryArg = None
@@ -244,6 +258,7 @@ def tool_descriptions(tools: ToolConfig, harness: HarnessConfig) -> dict[str, st
         ),
         GREP.name: GREP.description,
         READ.name: READ.description,
+        DESCRIBE.name: DESCRIBE.description,
         PRUNE.name: (
             "Confirm chunks to remove from your own context to free token budget. The server "
             "keeps no context of yours: it reports which ids exist in the index (drop those "
@@ -263,7 +278,7 @@ def build_server(
     policy: BuiltPolicy | PolicyFactory | None = None,
     config: McpServerConfig | None = None,
 ) -> MCPServer:
-    """An MCP server exposing the four tools and the ``search`` subagent over one index.
+    """An MCP server exposing the five tools and the ``search`` subagent over one index.
 
     Args:
         index_dir: a finished sleuth index (``sleuth ingest``).
