@@ -500,7 +500,7 @@ def _event(call: ToolCall, parsed: ParsedCall | str) -> ToolEvent:
 
 
 def _settings(config: HarnessConfig, policy: Policy) -> dict[str, Any]:
-    settings: dict[str, Any] = {"harness": asdict(config)}
+    settings: dict[str, Any] = {"harness": asdict(config) | {"tools": list(config.tools)}}
     policy_settings = getattr(policy, "settings", None)
     if isinstance(policy_settings, dict):
         settings["policy"] = policy_settings
