@@ -73,7 +73,7 @@ def describe(docs: Iterable[Mapping[str, Any]], date_fields: Iterable[str]) -> d
             if kind == DATE:
                 entry |= {"min": from_epoch(low), "max": from_epoch(high)}
         else:
-            counts = Counter(str(v) if kind == "mixed" else v for v in seen)
+            counts = Counter(v if isinstance(v, str) else json.dumps(v) for v in seen)
             entry["distinct"] = len(counts)
             shown = counts.most_common(None if len(counts) <= SMALL_VOCABULARY else TOP_VALUES)
             entry["values" if len(counts) <= SMALL_VOCABULARY else "top_values"] = dict(shown)

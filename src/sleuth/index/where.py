@@ -5,7 +5,9 @@ and grep sides evaluate the same filter over each document's metadata with :func
 follows Chroma's semantics (measured against Chroma 1.5, and tested against it):
 
 * ``{"f": v}`` is ``{"f": {"$eq": v}}``; ``$eq`` needs the field present with a value of the same
-  kind (strings, booleans, numbers: an int equals the float of the same value; ``True`` is not 1);
+  kind (strings, booleans, numbers; ``True`` is not 1);
+* numbers compare numerically, except that Chroma compares a stored int with a float operand cut
+  toward zero (``{"n": 0.5}`` matches ``n = 0``), which :func:`matches` copies;
 * ``$ne`` and ``$nin`` are the negations of ``$eq`` and ``$in``, so a document without the field
   matches them;
 * ``$gt``/``$gte``/``$lt``/``$lte`` take a number and match numeric (not boolean) values only;
@@ -160,6 +162,7 @@ def matches(where: Where, meta: Mapping[str, Any]) -> bool:
         return not (present and any(_same(got, v) for v in operand))
     if not present or not _number(got) or not _number(operand):
         return False
+    operand = _as_stored(got, operand)
     if op == "$gt":
         return bool(got > operand)
     if op == "$gte":
@@ -173,9 +176,14 @@ def _number(v: Any) -> bool:
     return isinstance(v, int | float) and not isinstance(v, bool)
 
 
-def _same(a: Any, b: Any) -> bool:
-    if isinstance(a, bool) or isinstance(b, bool):
-        return isinstance(a, bool) and isinstance(b, bool) and a == b
-    if isinstance(a, str) or isinstance(b, str):
-        return isinstance(a, str) and isinstance(b, str) and a == b
-    return bool(a == b)
+def _as_stored(got: Any, operand: Any) -> Any:
+    """Chroma compares an int value with a float operand cut to an int (toward zero)."""
+    return int(operand) if isinstance(got, int) and isinstance(operand, float) else operand
+
+
+def _same(got: Any, operand: Any) -> bool:
+    if isinstance(got, bool) or isinstance(operand, bool):
+        return isinstance(got, bool) and isinstance(operand, bool) and got == operand
+    if isinstance(got, str) or isinstance(operand, str):
+        return isinstance(got, str) and isinstance(operand, str) and got == operand
+    return bool(got == _as_stored(got, operand))

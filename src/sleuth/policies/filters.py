@@ -45,10 +45,15 @@ def has_filter_cue(question: str) -> bool:
     return any(p.search(question) for p in cues) or bool(_sender_words(question))
 
 
+_NAME = r"[A-Z][a-z]+(?:\s+[A-Z][a-z]+)+"
+_SENDER_CUES = (
+    re.compile(rf"\b(?:from|by|sent|wrote|emailed)\s+({_NAME})"),
+    re.compile(rf"\b({_NAME})\s+(?:write|wrote|send|sent|email|emailed)\b"),
+)
+
+
 def _sender_words(question: str) -> list[str]:
-    return re.findall(
-        r"\b(?:from|by|sent|wrote|emailed)\s+([A-Z][a-z]+(?:\s+[A-Z][a-z]+)+)", question
-    )
+    return [name for cue in _SENDER_CUES for name in cue.findall(question)]
 
 
 def parse_description(text: str) -> dict[str, dict[str, Any]]:
