@@ -62,15 +62,7 @@ from sleuth.harness.trajectory import (
 from sleuth.harness.view import ContextView, Message, Observation
 from sleuth.io import safe_text
 from sleuth.tools.base import Tools
-from sleuth.tools.spec import (
-    PRUNE,
-    READ,
-    SEARCH,
-    TOOL_BY_NAME,
-    TOOL_NAMES,
-    WHERE,
-    tool_schemas,
-)
+from sleuth.tools.spec import PRUNE, READ, SEARCH, TOOL_BY_NAME, TOOL_NAMES, WHERE, tool_schemas
 from sleuth.tools.types import ToolResult
 
 _SETTLE_ROUNDS = 4  # usage-line fixed point; digit-grouping tokenizers settle in one or two

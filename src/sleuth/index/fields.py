@@ -7,13 +7,20 @@ Computed from every document's metadata when an ingest finishes and cached in th
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import Counter
 from collections.abc import Iterable, Mapping
+from datetime import date
 from pathlib import Path
 from typing import Any
 
-from sleuth.index.where import DATE, from_epoch
+import numpy as np
+
+from sleuth.corpus.models import Document
+from sleuth.index.lexical import LexicalIndex
+from sleuth.index.manifest import IndexManifest
+from sleuth.index.where import DATE, Where, check_where, from_epoch, matches
 from sleuth.io import atomic_write_text
 
 FIELDS = "fields.json"
@@ -84,6 +91,48 @@ def describe(docs: Iterable[Mapping[str, Any]], date_fields: Iterable[str]) -> d
 def field_types(described: Mapping[str, Any]) -> dict[str, str]:
     """Field name -> type, from :func:`describe`'s output: what a ``where`` may name."""
     return {name: entry["type"] for name, entry in described["fields"].items()}
+
+
+def date_fields(docs: Iterable[Document]) -> set[str]:
+    """Metadata keys that hold a date in some document (stored as epoch seconds)."""
+    return {k for d in docs for k, v in d.metadata.items() if isinstance(v, date)}
+
+
+class IndexFields:
+    """The metadata side of :class:`~sleuth.index.Index`: its fields, described and cached, and
+    ``where`` filters checked against them and evaluated over the lexical side's documents."""
+
+    path: Path
+    manifest: IndexManifest
+    lexical: LexicalIndex
+    _fields: dict[str, Any] | None = None
+
+    def describe(self) -> dict[str, Any]:
+        """The metadata fields (:func:`describe`), cached at ingest and stamped with the ingest
+        generation; an index whose cache is missing or stale (made before the cache existed, or
+        a crash between the lexical side and the cache) computes it once, keeping it if it can."""
+        if self._fields is None:
+            cached = load_fields(self.path)
+            if cached is None or cached.get("generation") != self.manifest.generation:
+                cached = self.describe_now()
+                with contextlib.suppress(OSError):
+                    save_fields(self.path, cached)
+            self._fields = cached
+        return self._fields
+
+    def describe_now(self) -> dict[str, Any]:
+        """The description computed from the lexical side's documents (what ingest caches)."""
+        self._fields = None
+        described = describe(self.lexical.doc_meta.values(), self.manifest.date_fields)
+        return described | {"generation": self.manifest.generation}
+
+    def check_where(self, where: Any) -> Where:
+        """``where`` checked against the grammar and this corpus's fields (InputError if not)."""
+        return check_where(where, field_types(self.describe()))
+
+    def rows_matching(self, where: Where) -> np.ndarray:
+        """Mask of the lexical side's rows whose document passes a checked ``where``."""
+        return self.lexical.rows_where(lambda meta: matches(where, meta))
 
 
 def save_fields(folder: Path, described: Mapping[str, Any]) -> None:

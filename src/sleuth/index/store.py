@@ -24,7 +24,6 @@ import shutil
 import uuid
 import weakref
 from collections.abc import Callable, Sequence
-from datetime import date
 from pathlib import Path
 from typing import Any
 
@@ -35,7 +34,7 @@ from sleuth.corpus.models import Chunk, Document
 from sleuth.embed import Embedder, make_embedder
 from sleuth.errors import IndexIncompleteError, InputError
 from sleuth.index.chroma import chroma_client, create_collection, first_line, read_only_copy
-from sleuth.index.fields import describe, document_metadata, field_types, load_fields, save_fields
+from sleuth.index.fields import IndexFields, date_fields, document_metadata, save_fields
 from sleuth.index.ingest_checks import check_ingest_inputs, check_new_settings
 from sleuth.index.lexical import LEXICAL_FORMAT, ChunkRow, LexicalIndex
 from sleuth.index.manifest import (
@@ -46,7 +45,7 @@ from sleuth.index.manifest import (
     check_index_folder,
     read_manifest,
 )
-from sleuth.index.where import Where, check_where, matches
+from sleuth.index.where import Where
 from sleuth.io import atomic_write_text, folder_lock, lock_holder
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
@@ -66,8 +65,9 @@ def _fingerprint(docs: Sequence[Document], settings: dict) -> str:
     return h.hexdigest()
 
 
-class Index:
-    """A searchable corpus. Open an existing one with :meth:`open`, build with :meth:`create`."""
+class Index(IndexFields):
+    """A searchable corpus. Open an existing one with :meth:`open`, build with :meth:`create`;
+    its metadata fields and filters come from :class:`~sleuth.index.fields.IndexFields`."""
 
     def __init__(self, path: Path, manifest: IndexManifest, embedder: Embedder | None = None):
         self.path = path
@@ -304,7 +304,7 @@ class Index:
                 )
             chunks = self._checked_chunks(docs, batch_size)
             dim = self.embedder.dim
-            dates = sorted(set(m.date_fields) | _date_fields(docs))
+            dates = sorted(set(m.date_fields) | date_fields(docs))
             atomic_write_text(self.path / "pending.json", json.dumps([d.id for d in docs]))
             self._write_manifest(state="ingesting", pending=fp, dim=dim, date_fields=dates)
             todo = self._changed(chunks)
@@ -386,7 +386,7 @@ class Index:
         generation = self.manifest.generation + 1
         self.manifest.generation = generation
         self._lexical = self._rebuild_lexical(self._stamp())
-        save_fields(self.path, self._describe_now())
+        save_fields(self.path, self.describe_now())
         docs_total = len(self._lexical.rows_of_doc)
         self._write_manifest(
             state="ready",
@@ -418,31 +418,6 @@ class Index:
     def _write_manifest(self, **changes: Any) -> None:
         self.manifest = self.manifest.model_copy(update=changes)
         atomic_write_text(self.path / MANIFEST, self.manifest.model_dump_json(indent=2))
-
-    # -- metadata ----------------------------------------------------------------------
-    def describe(self) -> dict[str, Any]:
-        """The metadata fields (:func:`sleuth.index.fields.describe`), cached at ingest; an index
-        made before the cache existed computes it once (and keeps it when writable)."""
-        if self._fields is None:
-            cached = load_fields(self.path)
-            if cached is None:
-                cached = self._describe_now()
-                with contextlib.suppress(OSError):
-                    save_fields(self.path, cached)
-            self._fields = cached
-        return self._fields
-
-    def _describe_now(self) -> dict[str, Any]:
-        self._fields = None
-        return describe(self.lexical.doc_meta.values(), self.manifest.date_fields)
-
-    def check_where(self, where: Any) -> Where:
-        """``where`` checked against the grammar and this corpus's fields (InputError if not)."""
-        return check_where(where, field_types(self.describe()))
-
-    def rows_matching(self, where: Where) -> np.ndarray:
-        """Mask of the lexical side's rows whose document passes a checked ``where``."""
-        return self.lexical.rows_where(lambda meta: matches(where, meta))
 
     # -- retrieval primitives ----------------------------------------------------------
     def dense_search(
@@ -503,11 +478,6 @@ class Index:
 
     def __len__(self) -> int:
         return len(self.lexical.rows)
-
-
-def _date_fields(docs: Sequence[Document]) -> set[str]:
-    """Metadata keys that hold a date in some document (stored as epoch seconds)."""
-    return {k for d in docs for k, v in d.metadata.items() if isinstance(v, date)}
 
 
 def _search_text(chunk: Chunk) -> str:

@@ -2,14 +2,16 @@
 
 Conservative by design: a filter is built only from what ``describe_corpus`` showed (the field
 must exist, a sender or document type must be one listed value, a date must fall in the field's
-range) and only when exactly one reading matches; anything else gives no filter.
+range) and only when exactly one reading matches; anything else gives no filter. A named day,
+month or year is widened by a day on each side: the writer's local day is not the stored UTC day
+(an email sent at 17:04 -0700 on 17 August is stored on 18 August UTC).
 """
 
 from __future__ import annotations
 
 import json
 import re
-from datetime import date
+from datetime import date, timedelta
 from typing import Any
 
 _EMAIL = re.compile(r"[\w.+-]+@[\w-]+(?:\.[\w-]+)+")
@@ -33,6 +35,7 @@ _MONTH_YEAR = re.compile(rf"\b({_MONTH})\.?,?\s+(?:of\s+)?((?:19|20)\d\d)\b")
 _ISO_DAY = re.compile(r"\b((?:19|20)\d\d)-(\d\d)-(\d\d)\b")
 _YEAR = re.compile(r"\b(?:in|during)\s+((?:19|20)\d\d)\b")
 _FORM = re.compile(r"\b(?:10-K|10-Q|8-K|20-F|S-1|DEF 14A)\b")
+_SLACK = timedelta(days=1)
 SENDER_FIELDS = ("from", "sender", "author")
 DATE_FIELDS = ("date", "sent", "published")
 TYPE_FIELDS = ("form", "kind", "type", "doc_type", "document_type", "category")
@@ -126,8 +129,8 @@ def _dates(question: str, fields: dict[str, dict[str, Any]]) -> dict[str, Any] |
     low, high = str(fields[field].get("min", ""))[:10], str(fields[field].get("max", ""))[:10]
     if not low or end.isoformat() < low or start.isoformat() > high:
         return None
-    if start == end:
-        return {field: start.isoformat()}
+    # a day named in a question is local to its writer; stored days are UTC: one day of slack
+    start, end = start - _SLACK, end + _SLACK
     return {"$and": [{field: {"$gte": start.isoformat()}}, {field: {"$lte": end.isoformat()}}]}
 
 

@@ -2,12 +2,11 @@
 
 Built on the official ``mcp`` SDK (v2 ``MCPServer``, formerly FastMCP). Six tools:
 
-* ``search_corpus``, ``grep_corpus`` (both with an optional ``where`` metadata filter),
-  ``read_document``, ``describe_corpus`` (the metadata fields): one :class:`Toolbox` call each. The
-  text content is exactly what the policy sees (:func:`render_result`); the structured content
-  is ``{"result": [...]}``, where the list is the SPEC §8 tool JSON (chunks
-  ``{id, doc_id, text, tokens, score}`` then ``{error}`` when the call failed), wrapped because
-  MCP structured content must be an object. A failed call has ``isError`` set.
+* ``search_corpus``, ``grep_corpus`` (with an optional ``where`` metadata filter),
+  ``read_document``, ``describe_corpus``: one :class:`Toolbox` call each. The text content is
+  what the policy sees (:func:`render_result`); the structured content is ``{"result": [...]}``,
+  the SPEC §8 tool JSON (chunks ``{id, doc_id, text, tokens, score}`` then ``{error}`` when the
+  call failed), wrapped as MCP structured content must be an object; a failure sets ``isError``.
 * ``prune_chunks``: an acknowledgement. An MCP client owns its context, so the server cannot
   edit it; the call sorts the ids into chunks that exist in the index and unknown ids, and the
   client drops the acknowledged blocks itself.
@@ -28,7 +27,6 @@ answers at once (a stateless server has no event stream), so readiness probes ne
 from __future__ import annotations
 
 import argparse
-import hmac
 import os
 import sys
 from collections.abc import Sequence
@@ -45,8 +43,6 @@ from sleuth.extras import missing_extra
 try:
     from mcp.server.mcpserver import MCPServer
     from mcp.types import CallToolResult, TextContent
-    from starlette.responses import JSONResponse
-    from starlette.types import ASGIApp, Receive, Scope, Send
 except ImportError as _exc:  # the `serve` extra is not installed
     raise missing_extra("serve", _exc) from _exc
 from sleuth.harness.act import ToolJob, call_tool, failure_text
@@ -62,8 +58,9 @@ from sleuth.policies.spec import (
     build_policy,
     spec_from_options,
 )
+from sleuth.serve.http_gate import MCP_PATH, SERVER_NAME, McpGate
 from sleuth.tools.rerank import make_reranker
-from sleuth.tools.spec import DESCRIBE, GREP, PRUNE, READ, SEARCH
+from sleuth.tools.spec import DESCRIBE, GREP, PRUNE, READ, SEARCH, WHERE_DESCRIPTION
 from sleuth.tools.toolbox import Toolbox, ToolConfig
 from sleuth.tools.types import ChunkHit, ToolResult, render_result
 
@@ -73,14 +70,13 @@ DEFAULT_HOST = "127.0.0.1"  # local only; expose it further on purpose, behind y
 DEFAULT_PORT = 8765  # not 8000, which `chroma run` takes by default
 LOCAL_HOSTS = ("127.0.0.1", "localhost", "::1")  # where the SDK checks Host and Origin
 TOKEN_ENV = "SLEUTH_MCP_TOKEN"
-MCP_PATH = "/mcp"
 MAX_ARGUMENT_CHARS = 8192  # longer strings are refused before any work, never echoed back
-SERVER_NAME = "sleuth"
 INSTRUCTIONS = (
     "Search a document corpus. `search` runs the whole search subagent and returns ranked "
     f"documents with justifications. {SEARCH.name}, {GREP.name} and {READ.name} are its single "
     "retrieval tools; pass the chunk ids you have already seen as exclude_chunk_ids to get new "
-    f"ones, and {PRUNE.name} to confirm which chunks to drop from your own context."
+    f"ones, and {PRUNE.name} to confirm which chunks to drop from your own context. "
+    f"{DESCRIBE.name} lists the metadata fields that {SEARCH.name} and {GREP.name} filter by."
 )
 
 
@@ -132,14 +128,7 @@ ReadQueryArg = Annotated[
     Text | None,
     Field(description="What you are looking for; a long document keeps the chunks closest to it."),
 ]
-WhereArg = Annotated[
-    dict[str, Any] | None,
-    Field(
-        description="Optional metadata filter, Chroma's where grammar: "
-        '{"from": "a@b.com"}, {"date": {"$gte": "2001-05-01"}}, {"$and": [...]}; '
-        "describe_corpus lists the fields."
-    ),
-]
+WhereArg = Annotated[dict[str, Any] | None, Field(description=WHERE_DESCRIPTION)]
 ChunkIdsArg = Annotated[list[Text], Field(description="Chunk ids to remove from your context.")]
 QuestionArg = Annotated[Text, Field(description="The question to find supporting documents for.")]
 
@@ -412,44 +401,6 @@ def http_notice(host: str, port: int, token: str | None, insecure: bool) -> str:
             f"checks: set --token (or ${TOKEN_ENV}) for clients to send, or pass --insecure"
         )
     return f"WARNING: --insecure: {url} serves anyone who can reach it (no token, no Host/Origin checks)."
-
-
-class McpGate:
-    """In front of the SDK's HTTP app: answers ``GET /mcp`` at once, and checks the token.
-
-    A stateless server sends no events of its own, so a GET that wants an event stream gets
-    405 (as the MCP spec allows) and a plain GET (a readiness probe) gets a small 200 status;
-    the SDK would hold either open forever.
-    """
-
-    def __init__(self, app: ASGIApp, token: str | None):
-        self.app = app
-        self.token = token
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] == "http":
-            headers = {k.decode("latin-1"): v.decode("latin-1") for k, v in scope["headers"]}
-            if scope["method"] == "GET" and scope["path"].rstrip("/") == MCP_PATH:
-                return await _probe_reply(headers)(scope, receive, send)
-            if self.token and not _bearer_ok(headers.get("authorization", ""), self.token):
-                body = {"error": "missing or wrong bearer token"}
-                unauthorized = JSONResponse(body, 401, headers={"WWW-Authenticate": "Bearer"})
-                return await unauthorized(scope, receive, send)
-        await self.app(scope, receive, send)
-
-
-def _probe_reply(headers: dict[str, str]) -> JSONResponse:
-    if "text/event-stream" in headers.get("accept", ""):
-        body = {"error": "stateless server: no event stream; POST JSON-RPC requests here"}
-        return JSONResponse(body, 405, headers={"Allow": "POST"})
-    return JSONResponse({"server": SERVER_NAME, "status": "ready", "transport": "POST JSON-RPC"})
-
-
-def _bearer_ok(authorization: str, token: str) -> bool:
-    scheme, _, given = authorization.partition(" ")
-    return scheme.lower() == "bearer" and hmac.compare_digest(
-        given.strip().encode(), token.encode()
-    )
 
 
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:

@@ -19,11 +19,11 @@ from sleuth.tools.types import ToolResult
 ArgumentKind = Literal["string", "string_list", "none"]
 WHERE = "where"
 """The optional metadata filter of ``search_corpus`` and ``grep_corpus`` (Chroma's grammar)."""
-_WHERE_SCHEMA = {
-    "type": "object",
-    "description": "Optional metadata filter in Chroma's where grammar, e.g. "
-    '{"from": "a@b.com"} or {"date": {"$gte": "2001-05-01"}}; describe_corpus lists the fields.',
-}
+WHERE_DESCRIPTION = (
+    "Optional metadata filter in Chroma's where grammar, e.g. "
+    '{"from": "a@b.com"} or {"date": {"$gte": "2001-05-01"}}; describe_corpus lists the fields.'
+)
+_WHERE_SCHEMA = {"type": "object", "description": WHERE_DESCRIPTION}
 
 
 class ToolRunner(Protocol):

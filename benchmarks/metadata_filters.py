@@ -1,0 +1,115 @@
+"""Do metadata filters help the default policy? Dated / sender questions over the Enron sample.
+
+20 hand-written questions (``benchmarks/data/enron_filter_tasks.jsonl``, see its NOTICE) each name
+a sender (an address, or a name among the corpus's most frequent senders) and/or a date, and have
+one gold message; each answer is checked to occur in its gold message before anything runs.
+The corpus is the shared Enron sample with duplicate copies of a message (one per mailbox it sat
+in) reduced to the first, so one message is one document.
+
+Three policies through the eval runner, side by side in one run: ``single-pass``, the default
+(``heuristic``, which describes the corpus and filters its first searches when the question has
+an unambiguous sender / date / document type) and the default with filtering off
+(``use_filters=False``).
+
+    PYTHONPATH=src python benchmarks/metadata_filters.py [--work /tmp/sleuth-enron-filters]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+from pathlib import Path
+
+from sleuth.corpus.models import Document
+from sleuth.corpus.readers import read_documents
+from sleuth.eval import EvalConfig, run_eval
+from sleuth.index import Index
+from sleuth.policies.spec import PolicyOptions, build_policy
+from sleuth.tasks import Task
+from sleuth.tools.spec import DESCRIBE_CORPUS, WHERE
+from sleuth.tools.toolbox import Toolbox
+
+ENRON = "/work/shared/data/enron_emails/emails.zip"
+TASKS = Path(__file__).parent / "data" / "enron_filter_tasks.jsonl"
+
+
+def dedupe(docs: list[Document]) -> list[Document]:
+    """The first copy of each message (same sender, date, subject and text)."""
+    seen: set[tuple] = set()
+    kept = []
+    for d in docs:
+        m = d.metadata
+        key = (m.get("from"), m.get("date"), m.get("subject"), d.text)
+        if key not in seen:
+            seen.add(key)
+            kept.append(d)
+    return kept
+
+
+def open_index(folder: Path, docs: list[Document]) -> Index:
+    """The MiniLM index of ``docs``, built once and reused while it holds the same documents."""
+    if folder.exists():
+        index = Index.open(folder)
+        if sorted(index.documents) == sorted(d.id for d in docs):
+            return index
+        shutil.rmtree(folder)
+    Index.create(folder).ingest(docs)
+    return Index.open(folder)
+
+
+def load_checked_tasks(docs: list[Document]) -> list[Task]:
+    """The questions, each answer found in its gold message's text."""
+    text = {d.id: d.text for d in docs}
+    tasks = [Task.model_validate_json(line) for line in TASKS.read_text().splitlines() if line]
+    for t in tasks:
+        (gold,) = t.gold_doc_ids
+        assert t.answer in text[gold], f"{t.id}: answer not in its gold message"
+    return tasks
+
+
+def filtered_share(out: Path) -> tuple[int, int]:
+    """(runs that described the corpus, runs that searched with a filter) in an eval folder."""
+    described = filtered = 0
+    for path in sorted((out / "trajectories").glob("*.jsonl")):
+        calls = []
+        for line in path.read_text().splitlines():
+            record = json.loads(line)
+            for turn in [record] if record.get("tool_events") else []:
+                calls += turn["tool_events"]
+        described += any(c["name"] == DESCRIBE_CORPUS for c in calls)
+        filtered += any(WHERE in (c.get("arguments") or {}) for c in calls)
+    return described, filtered
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--work", type=Path, default=Path("/tmp/sleuth-enron-filters"))
+    p.add_argument("--enron", default=ENRON)
+    args = p.parse_args()
+    docs = dedupe(read_documents([args.enron]))
+    tasks = load_checked_tasks(docs)
+    index = open_index(args.work / "index", docs)
+    print(f"{len(docs)} messages, {len(tasks)} questions (answers checked in their gold message)")
+    runs = {
+        "single-pass": build_policy("single-pass"),
+        "default (heuristic)": build_policy("heuristic"),
+        "default, no filters": build_policy(
+            "heuristic", PolicyOptions(agent={"use_filters": False})
+        ),
+    }
+    rows = []
+    for label, policy in runs.items():
+        out = args.work / label.replace(" ", "_").replace(",", "").replace("(", "").replace(")", "")
+        shutil.rmtree(out, ignore_errors=True)
+        config = EvalConfig(concurrency=2, progress=False, label=label)
+        summary = run_eval(tasks, policy, Toolbox(index), out, config)
+        overall = summary["overall"]
+        rows.append((label, overall["recall_at_2"], overall["recall_at_5"], filtered_share(out)))
+    print(f"{'policy':<22} {'R@2':>6} {'R@5':>6}  described / filtered runs")
+    for label, r2, r5, (described, filtered) in rows:
+        print(f"{label:<22} {r2:>6.3f} {r5:>6.3f}  {described} / {filtered}")
+
+
+if __name__ == "__main__":
+    main()
