@@ -14,13 +14,16 @@ from hypothesis import strategies as st
 
 from sleuth.corpus.models import Document
 from sleuth.errors import InputError
-from sleuth.harness.loop import HarnessConfig
+from sleuth.harness.loop import Harness, HarnessConfig
 from sleuth.index import Index
 from sleuth.index.where import check_where, matches
 from sleuth.policies.filters import has_filter_cue, question_filter
-from sleuth.policies.spec import trained_harness
-from sleuth.tools.spec import ORIGINAL_TOOLS, TOOL_NAMES
+from sleuth.policies.heuristic import filtered_first
+from sleuth.policies.spec import build_policy, trained_harness
+from sleuth.policies.transcript import ToolReply
+from sleuth.tools.spec import DESCRIBE, ORIGINAL_TOOLS, SEARCH, TOOL_NAMES
 from sleuth.tools.toolbox import Toolbox
+from sleuth.tools.types import ChunkHit
 from tests.test_cli import sleuth
 
 SENDERS = ["a@x.com", "b@x.com", "c@x.com"]
@@ -248,3 +251,38 @@ def test_the_default_policy_filters_only_unambiguous_questions(question, expecte
     if expected is not None:
         assert has_filter_cue(question)
         check_where(expected, {"date": "date", "form": "string", "from": "string"})
+
+
+def _events(trajectory) -> list:
+    return [e for t in trajectory.turns for e in t.tool_events]
+
+
+def test_the_default_policy_describes_then_filters_when_the_question_names_a_sender(index):
+    tools, factory = build_policy("heuristic").for_tools(Toolbox(index))
+    b_docs = {d.id for d in DOCS if d.metadata.get("from") == "b@x.com"}
+    run = Harness(tools, factory(0)).run("Which common words did b@x.com send?")
+    events = _events(run)
+    assert events[0].name == DESCRIBE.name
+    filtered = [e for e in events if e.arguments and "where" in e.arguments]
+    assert filtered and all(e.arguments["where"] == {"from": "b@x.com"} for e in filtered)
+    assert {c.doc_id for e in filtered for c in e.result.chunks} <= b_docs
+    assert run.answer is not None and run.answer.doc_ids[0] in b_docs  # filtered documents lead
+    plain = Harness(tools, factory(0)).run("Which message has common words?")  # no cue
+    assert all(
+        e.name != DESCRIBE.name and "where" not in (e.arguments or {}) for e in _events(plain)
+    )
+    # an adapter trained on the original four: never offered describe_corpus, never describes
+    old = Harness(tools, factory(0), HarnessConfig(tools=ORIGINAL_TOOLS))
+    assert all(e.name != DESCRIBE.name for e in _events(old.run("What did b@x.com send?")))
+
+
+def test_filtered_first_keeps_each_group_in_order():
+    search = SEARCH.name
+    hit = ChunkHit(id="c_0", doc_id="c", text="t", tokens=1)
+    seen = [
+        ToolReply(search, {"query": "q", "where": {"from": "x"}}, [hit]),
+        ToolReply(search, {"query": "q"}, []),
+    ]
+    ranked = [("a", 0.9), ("b", 0.8), ("c", 0.1)]
+    assert filtered_first(ranked, seen) == [("c", 0.1), ("a", 0.9), ("b", 0.8)]
+    assert filtered_first(ranked, seen[1:]) == ranked

@@ -32,7 +32,6 @@ def render_description(described: dict[str, Any], values: int | None, fields: in
     names = list(described["fields"])
     for name in names[:fields]:
         entry = dict(described["fields"][name])
-        entry.pop("documents", None)
         for key in ("values", "top_values"):
             if key in entry and values is not None:
                 kept = list(entry[key].items())[:values]
