@@ -4,6 +4,7 @@ adapter keeps; the default policy's conservative filters."""
 
 from __future__ import annotations
 
+import datetime as dt
 import json
 import random
 from datetime import UTC, datetime
@@ -12,7 +13,9 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
+from sleuth.corpus.email import parse_message
 from sleuth.corpus.models import Document
+from sleuth.corpus.readers import read_documents_jsonl
 from sleuth.errors import InputError
 from sleuth.harness.loop import Harness, HarnessConfig
 from sleuth.index import Index
@@ -286,3 +289,20 @@ def test_filtered_first_keeps_each_group_in_order():
     ranked = [("a", 0.9), ("b", 0.8), ("c", 0.1)]
     assert filtered_first(ranked, seen) == [("c", 0.1), ("a", 0.9), ("b", 0.8)]
     assert filtered_first(ranked, seen[1:]) == ranked
+
+
+def test_readers_keep_dates_as_dates(tmp_path):
+    lines = [
+        {"id": "j1", "text": "a", "metadata": {"day": "2001-05-04", "at": "2001-05-04T17:01:00Z"}},
+        {"id": "j2", "text": "b", "metadata": {"day": "not a date", "n": 3}},
+    ]
+    path = tmp_path / "docs.jsonl"
+    path.write_text("\n".join(json.dumps(x) for x in lines))
+    first, second = read_documents_jsonl(path)
+    assert first.metadata["day"] == dt.date(2001, 5, 4)
+    assert first.metadata["at"] == datetime(2001, 5, 4, 17, 1, tzinfo=UTC)
+    assert second.metadata == {"day": "not a date", "n": 3}
+    raw = b"From: a@x.com\nDate: Thu, 26 Apr 2001 17:01:00 -0700\nSubject: Hi\n\nbody"
+    sent = parse_message(raw, "m.eml", fallback_id="m").metadata["date"]
+    assert sent == datetime(2001, 4, 27, 0, 1, tzinfo=UTC)  # aware; stored as epoch seconds
+    assert "date" not in parse_message(raw.replace(b"Thu, 26", b"Someday"), "m", "m").metadata

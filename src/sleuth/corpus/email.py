@@ -17,6 +17,7 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 from email.message import EmailMessage
 from pathlib import Path
+from typing import Any
 
 from sleuth.corpus.html import html_to_text
 from sleuth.corpus.models import Document
@@ -71,7 +72,7 @@ def _message_to_document(msg: EmailMessage, source: str, fallback_id: str) -> Do
     header = "\n".join(
         f"{h}: {msg.get(h)}" for h in ("From", "To", "Cc", "Date", "Subject") if msg.get(h)
     )
-    metadata = {
+    metadata: dict[str, Any] = {
         "subject": subject,
         "from": str(msg.get("From", "") or ""),
         "to": str(msg.get("To", "") or ""),
@@ -80,6 +81,8 @@ def _message_to_document(msg: EmailMessage, source: str, fallback_id: str) -> Do
         "path": fallback_id,
         "domain": "email",
     }
+    if metadata["date"] is None:  # absent or unreadable: the header stays in the text
+        del metadata["date"]
     return Document(
         id=doc_id, text=f"{header}\n\n{body}".strip(), title=subject or None, metadata=metadata
     )
