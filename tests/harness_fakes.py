@@ -74,6 +74,12 @@ class FakeTools:
             return ToolResult(tool="read_document", error=f"unknown document {doc_id}")
         return ToolResult(tool="read_document", chunks=_pack(hits, max_tokens, len(hits)))
 
+    def describe_corpus(self, max_tokens: int | None = None) -> ToolResult:
+        self._log("describe_corpus", "", max_tokens=max_tokens)
+        text = "Corpus: fake. Fields:"
+        hit = ChunkHit(id="describe_corpus_0", doc_id="describe_corpus", text=text, tokens=5)
+        return ToolResult(tool="describe_corpus", chunks=[hit])
+
     def doc_ids(self) -> set[str]:
         return {c.doc_id for c in self.chunks.values()}
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import datetime as dt
+
 import pytest
 
 from sleuth.corpus.patents import patent_id, read_patent_xml, read_patents, read_patents_csv
@@ -32,7 +34,7 @@ def test_every_staged_filing_reads_with_its_cover_page_metadata():
     }  # fmt: skip
     for doc_id, (company, form, date, kind) in expected.items():
         meta = docs[doc_id].metadata
-        assert (meta["company"], meta["form"], meta["date"], meta["date_kind"]) == (
+        assert (meta["company"], meta["form"], str(meta["date"]), meta["date_kind"]) == (
             company, form, date, kind,
         ), doc_id  # fmt: skip
     assert docs["0000887919-21-000012"].metadata["ticker"] == "PFBI"
@@ -58,7 +60,7 @@ def test_patents_csv_and_xml_read_with_citations():
     assert barometer.text.startswith('Patent US5535303 (1996-07-09): "Barometer" neuron')
     assert 'The "Barometer" Neuron functions' in barometer.text
     grant = docs["US8930553"]
-    assert grant.metadata["date"] == "2015-01-06"
+    assert grant.metadata["date"] == dt.date(2015, 1, 6)  # typed: a date, stored as epoch seconds
     assert grant.metadata["application_number"] == "13648029"
     cited = grant.metadata["cited_patents"].split()
     assert cited[:3] == ["US7844851", "US7995466", "US8078737"]

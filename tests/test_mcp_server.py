@@ -34,13 +34,24 @@ from sleuth.serve.limits import MAX_REPLY_BYTES, bounded
 from sleuth.serve.mcp_server import McpServerConfig, SleuthTools, http_notice
 from sleuth.tools.toolbox import Toolbox
 
-TOOL_NAMES = {"search_corpus", "grep_corpus", "read_document", "prune_chunks", "search"}
+TOOL_NAMES = {
+    "search_corpus",
+    "grep_corpus",
+    "read_document",
+    "prune_chunks",
+    "describe_corpus",
+    "search",
+}
 QUESTION = "Which river flows through Egypt?"
 DOCS = [
     Document(id="nile", text="The Nile is a river in Africa. It flows north through Egypt."),
     Document(id="amazon", text="The Amazon river in South America carries the most water."),
     Document(id="cairo", text="Cairo, the capital of Egypt, lies on the banks of the Nile."),
-    Document(id="alps", text="The Alps are a mountain range in Europe with glaciers."),
+    Document(
+        id="alps",
+        text="The Alps are a mountain range in Europe with glaciers.",
+        metadata={"continent": "Europe"},
+    ),
 ]
 CALLS: dict[str, tuple[str, dict[str, Any]]] = {
     "search": ("search_corpus", {"query": "river Egypt"}),
@@ -55,6 +66,9 @@ CALLS: dict[str, tuple[str, dict[str, Any]]] = {
     "prune": ("prune_chunks", {"chunk_ids": ["nile_0", "nowhere_3"]}),
     "subagent": ("search", {"query": QUESTION}),
     "subagent_blank": ("search", {"query": "  "}),
+    "describe": ("describe_corpus", {}),
+    "search_where": ("search_corpus", {"query": "river", "where": {"continent": "Europe"}}),
+    "grep_where_unknown": ("grep_corpus", {"pattern": "river", "where": {"planet": "Mars"}}),
 }
 
 
@@ -425,3 +439,14 @@ def test_search_whose_policy_never_answered_is_an_error_result(index_dir: Path, 
     assert reply.is_error and reply.structured_content is None
     assert dead in text(reply) and "Connection refused" in text(reply)
     assert len(list(tmp_path.iterdir())) == 1  # the trajectory is still written
+
+
+def test_describe_corpus_and_where_filters_over_mcp(stdio_replies):
+    tools = {t.name: t for t in stdio_replies["tools"]}
+    assert "where" in tools["search_corpus"].input_schema["properties"]
+    assert "where" in tools["grep_corpus"].input_schema["properties"]
+    described = text(stdio_replies["describe"])
+    assert "- continent:" in described and '"Europe": 1' in described
+    assert [c["doc_id"] for c in structured(stdio_replies["search_where"])["result"]] == ["alps"]
+    bad = stdio_replies["grep_where_unknown"]
+    assert bad.is_error and "unknown field 'planet'" in text(bad)

@@ -136,7 +136,8 @@ def test_read_document_in_order_and_truncation_keeps_order(minilm_index):
 
 
 def test_schemas_are_openai_functions():
-    assert TOOL_NAMES == ["search_corpus", "grep_corpus", "read_document", "prune_chunks"]
+    assert TOOL_NAMES[:4] == ["search_corpus", "grep_corpus", "read_document", "prune_chunks"]
+    assert TOOL_NAMES[4:] == ["describe_corpus"]
     for s in TOOL_SCHEMAS:
         assert s["type"] == "function"
         params = s["function"]["parameters"]

@@ -155,6 +155,7 @@ class Index(StoreIndex):
         exclude: Collection[str] = (),
         max_tokens: int | None = None,
         reranker: str | None = None,
+        where: dict[str, Any] | None = None,
     ) -> ToolResult:
         """``search_corpus``: BM25 + dense, fused by RRF, best chunk first.
 
@@ -165,15 +166,22 @@ class Index(StoreIndex):
             exclude: chunk ids never to return (the search digs deeper instead).
             max_tokens: a token budget for the result (default: none when ``k`` is given).
             reranker: a reranker spec (see :meth:`tools`).
+            where: a metadata filter in Chroma's grammar, applied on both retrieval sides
+                (``describe_corpus`` lists the fields; a bad one is ``ToolResult.error``).
 
         Returns:
             a :class:`ToolResult`: ``chunks`` (id, doc_id, text, tokens, score), or ``error``.
         """
         config = _limits(k, max_tokens, "search_max_chunks", "search_max_tokens")
-        return self.tools(reranker, config).search_corpus(query, exclude=exclude)
+        return self.tools(reranker, config).search_corpus(query, exclude=exclude, where=where)
 
     def grep(
-        self, pattern: str, k: int | None = None, *, exclude: Collection[str] = ()
+        self,
+        pattern: str,
+        k: int | None = None,
+        *,
+        exclude: Collection[str] = (),
+        where: dict[str, Any] | None = None,
     ) -> ToolResult:
         """``grep_corpus``: chunks matching a regular expression, in corpus order.
 
@@ -182,9 +190,10 @@ class Index(StoreIndex):
                 ``ToolResult.error``.
             k: chunks to return at most (default: the tool's 5).
             exclude: chunk ids to skip.
+            where: a metadata filter, as for :meth:`search`.
         """
         config = _limits(k, None, "grep_max_chunks", "search_max_tokens")
-        return self.tools(None, config).grep_corpus(pattern, exclude=exclude)
+        return self.tools(None, config).grep_corpus(pattern, exclude=exclude, where=where)
 
     def read(
         self, doc_id: str, query: str | None = None, *, max_tokens: int | None = None

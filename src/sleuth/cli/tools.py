@@ -1,4 +1,4 @@
-"""``sleuth tools search|grep|read``: one retrieval tool call, as the policy makes it."""
+"""``sleuth tools search|grep|read|describe``: one retrieval tool call, as the policy makes it."""
 
 from __future__ import annotations
 
@@ -8,6 +8,16 @@ from typing import Annotated, Any
 import typer
 
 from sleuth.cli.common import IndexOpt, JsonOpt, cli_errors, tools_app
+from sleuth.index.where import parse_where
+
+WhereOpt = Annotated[
+    str | None,
+    typer.Option(
+        "--where",
+        help='Metadata filter (JSON, Chroma\'s where grammar), e.g. \'{"from": "a@b.com"}\'; '
+        "`sleuth tools describe` lists the fields.",
+    ),
+]
 
 
 def _open(index):
@@ -41,19 +51,43 @@ def tools_search(
     reranker: Annotated[
         str | None, typer.Option(help="none | cross-encoder:PATH | endpoint:MODEL@URL")
     ] = None,
+    where: WhereOpt = None,
     as_json: JsonOpt = False,
 ) -> None:
     """One search_corpus call."""
+    idx = _open(index)
+    where_ = _check(idx, parse_where(where))
     _print_result(
-        _open(index).search(query, exclude=set(exclude or []), reranker=reranker), as_json
+        idx.search(query, exclude=set(exclude or []), reranker=reranker, where=where_), as_json
     )
 
 
 @tools_app.command("grep")
 @cli_errors
-def tools_grep(pattern: str, index: IndexOpt, as_json: JsonOpt = False) -> None:
+def tools_grep(
+    pattern: str, index: IndexOpt, where: WhereOpt = None, as_json: JsonOpt = False
+) -> None:
     """One grep_corpus call."""
-    _print_result(_open(index).grep(pattern), as_json)
+    idx = _open(index)
+    _print_result(idx.grep(pattern, where=_check(idx, parse_where(where))), as_json)
+
+
+@tools_app.command("describe")
+@cli_errors
+def tools_describe(index: IndexOpt, as_json: JsonOpt = False) -> None:
+    """The corpus's metadata fields (describe_corpus); --json prints the whole description."""
+    idx = _open(index)
+    if as_json:
+        print(json.dumps(idx.describe(), ensure_ascii=False, indent=1))
+        return
+    _print_result(idx.tools().describe_corpus(), as_json)
+
+
+def _check(index: Any, where: dict[str, Any] | None) -> dict[str, Any] | None:
+    """The filter as given, once it passed the checks (a bad one is InputError: one line)."""
+    if where is not None:
+        index.check_where(where)
+    return where
 
 
 @tools_app.command("read")

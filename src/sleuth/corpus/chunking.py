@@ -10,8 +10,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
+from datetime import date
+from typing import Any
 
-from sleuth.corpus.models import Chunk, Document, chunk_id
+from sleuth.corpus.models import Chunk, Document, chunk_id, to_epoch
 from sleuth.errors import ConfigError
 from sleuth.tokens import TokenCounter, default_counter
 
@@ -135,9 +137,13 @@ def chunk_document(
 
 
 def _flat(metadata: dict) -> dict:
-    """Chroma metadata values must be scalars; other values are stored as strings."""
-    return {
-        k: v if isinstance(v, str | int | float | bool) else str(v)
-        for k, v in metadata.items()
-        if v is not None
-    }
+    """Chroma metadata values must be scalars: dates become epoch seconds, other values strings."""
+    return {k: _scalar(v) for k, v in metadata.items() if v is not None}
+
+
+def _scalar(value: Any) -> str | int | float | bool:
+    if isinstance(value, str | int | float | bool):
+        return value
+    if isinstance(value, date):  # datetime too
+        return to_epoch(value)
+    return str(value)

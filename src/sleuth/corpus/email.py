@@ -8,13 +8,16 @@ from __future__ import annotations
 
 import email
 import email.policy
+import email.utils
 import hashlib
 import mailbox
 import re
 import tempfile
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from email.message import EmailMessage
 from pathlib import Path
+from typing import Any
 
 from sleuth.corpus.html import html_to_text
 from sleuth.corpus.models import Document
@@ -69,18 +72,30 @@ def _message_to_document(msg: EmailMessage, source: str, fallback_id: str) -> Do
     header = "\n".join(
         f"{h}: {msg.get(h)}" for h in ("From", "To", "Cc", "Date", "Subject") if msg.get(h)
     )
-    metadata = {
+    metadata: dict[str, Any] = {
         "subject": subject,
         "from": str(msg.get("From", "") or ""),
         "to": str(msg.get("To", "") or ""),
-        "date": str(msg.get("Date", "") or ""),
+        "date": _sent_at(msg),
         "thread_id": thread_id(msg),
         "path": fallback_id,
         "domain": "email",
     }
+    if metadata["date"] is None:  # absent or unreadable: the header stays in the text
+        del metadata["date"]
     return Document(
         id=doc_id, text=f"{header}\n\n{body}".strip(), title=subject or None, metadata=metadata
     )
+
+
+def _sent_at(msg: EmailMessage) -> datetime | None:
+    """The Date header as an aware datetime; None when absent or unreadable (the text keeps it)."""
+    raw = str(msg.get("Date", "") or "")
+    try:
+        sent = email.utils.parsedate_to_datetime(raw) if raw else None
+    except (TypeError, ValueError, IndexError):
+        return None
+    return sent if sent is None or sent.tzinfo else sent.replace(tzinfo=UTC)
 
 
 def parse_message(data: bytes, source: str, fallback_id: str) -> Document:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from datetime import UTC, date, datetime
 from typing import Any
 
 from pydantic import BaseModel, Field
@@ -11,7 +12,8 @@ _CHUNK_SUFFIX = re.compile(r"_(\d+)$")
 
 
 class Document(BaseModel):
-    """One source document. ``id`` must be unique within a corpus."""
+    """One source document. ``id`` must be unique within a corpus. ``metadata`` values are
+    scalars, or ``date``/``datetime`` for dates (stored as epoch seconds: :func:`to_epoch`)."""
 
     id: str
     text: str
@@ -37,3 +39,13 @@ def chunk_id(doc_id: str, idx: int) -> str:
 def doc_id_of(chunk_or_doc_id: str) -> str:
     """Strip a trailing ``_<idx>``; document-level metrics compare these."""
     return _CHUNK_SUFFIX.sub("", chunk_or_doc_id)
+
+
+def to_epoch(value: date | datetime) -> int:
+    """Seconds since 1970 (UTC) of a date (its midnight) or a datetime (naive ones are UTC): how
+    the index stores a date, so that Chroma can compare it with ``$gt``/``$lt``."""
+    if not isinstance(value, datetime):
+        value = datetime(value.year, value.month, value.day)
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=UTC)
+    return int(value.timestamp())

@@ -24,6 +24,7 @@ import io
 import re
 import xml.etree.ElementTree as ET
 from collections.abc import Iterator
+from datetime import date
 from pathlib import Path
 
 from sleuth.corpus.files import ReadOptions, folder_files
@@ -92,13 +93,21 @@ def _csv_document(row: dict[str, str], path: Path, line: int) -> Document:
     doc_id = patent_id(values["patent_number"])
     metadata = {
         "number": doc_id,
-        "date": values["patent_date"],
+        "date": _day(values["patent_date"]),
         "source": path.name,
         "domain": "patents",
     }
     text = f"{_header(doc_id, values['patent_date'], values['patent_title'])}\n\n"
     text += f"Abstract: {values['patent_abstract']}"
     return Document(id=doc_id, text=text, title=values["patent_title"], metadata=metadata)
+
+
+def _day(iso: str) -> date | None:
+    """A ``YYYY-MM-DD`` date as a ``date`` (None when it is not a real day)."""
+    try:
+        return date.fromisoformat(iso)
+    except ValueError:
+        return None
 
 
 def _unwrap(value: str) -> str:
@@ -132,7 +141,7 @@ def read_patent_xml(path: str | Path, include_description: bool = False) -> Docu
         parts += ["Description:", _text(root.find("./description"))]
     metadata = {
         "number": doc_id,
-        "date": iso_date,
+        "date": _day(iso_date) if iso_date else None,
         "kind": root.findtext("./*/publication-reference/document-id/kind") or "",
         "application_number": root.findtext("./*/application-reference/document-id/doc-number")
         or "",

@@ -12,9 +12,12 @@ asked to (``--follow-links``).
 
 from __future__ import annotations
 
+import re
 import zipfile
 from collections.abc import Iterable, Iterator
+from datetime import UTC, date, datetime
 from pathlib import Path
+from typing import Any
 
 from sleuth.corpus.email import is_mbox_bytes, iter_mbox_bytes, parse_message
 from sleuth.corpus.files import ReadOptions, folder_files
@@ -26,6 +29,9 @@ from sleuth.io import JsonLineError, json_lines
 TEXT_SUFFIXES = {".txt", ".md", ".markdown", ".rst"}
 HTML_SUFFIXES = {".html", ".htm"}
 EMAIL_SUFFIXES = {".eml"}
+_ISO_DATE = re.compile(
+    r"\d{4}-\d{2}-\d{2}(?:[T ]\d{2}:\d{2}(?::\d{2}(?:\.\d+)?)?(?:Z|[+-]\d{2}:?\d{2})?)?"
+)
 MBOX_SUFFIXES = {".mbox"}
 
 
@@ -83,8 +89,23 @@ def document_from_record(obj: object, source: str, where: str) -> Document:
     metadata = obj.get("metadata") or {}
     if not isinstance(metadata, dict):
         raise InputError("'metadata' must be an object", source=source, record=where)
+    metadata = {k: _typed(v) for k, v in metadata.items()}
     doc = Document(id=str(doc_id), text=obj["text"], title=title, metadata=metadata)
     return _require_text(doc, f"{source} {where}")
+
+
+def _typed(value: Any) -> Any:
+    """A JSON metadata value, with an ISO date (``2001-05-04``, ``2001-05-04T17:01:00Z``) read as
+    a date, so it is stored as one and can be filtered by range."""
+    if not isinstance(value, str) or not _ISO_DATE.fullmatch(value):
+        return value
+    try:
+        if len(value) == 10:
+            return date.fromisoformat(value)
+        moment = datetime.fromisoformat(value.replace("Z", "+00:00"))
+    except ValueError:
+        return value
+    return moment if moment.tzinfo else moment.replace(tzinfo=UTC)
 
 
 def _read_bytes(path: Path) -> bytes:

@@ -22,6 +22,7 @@ import re
 from collections.abc import Iterator
 from datetime import datetime
 from pathlib import Path
+from typing import Any
 
 from sleuth.corpus.files import ReadOptions, folder_files
 from sleuth.corpus.html import html_to_text
@@ -95,8 +96,9 @@ def read_sec_filing(path: str | Path) -> Document:
     return Document(id=doc_id, text=text, title=title or path.stem, metadata=metadata)
 
 
-def filing_metadata(text: str, path: Path) -> dict[str, str]:
-    """Accession, company, form, date and ticker of a filing (keys absent when not found)."""
+def filing_metadata(text: str, path: Path) -> dict[str, Any]:
+    """Accession, company, form, date (a ``date``) and ticker of a filing (keys absent when not
+    found)."""
     cover = text[:COVER_CHARS]
     flat = " ".join(cover.split())
     found = {
@@ -108,8 +110,11 @@ def filing_metadata(text: str, path: Path) -> dict[str, str]:
         "domain": "sec",
     }
     date, kind = _date(flat, current_report=found["form"] in CURRENT_REPORTS)
-    found |= {"date": date, "date_kind": kind}
-    return {k: v for k, v in found.items() if v}
+    found |= {"date_kind": kind}
+    typed: dict[str, Any] = {k: v for k, v in found.items() if v}
+    if date:
+        typed["date"] = datetime.strptime(date, "%Y-%m-%d").date()
+    return typed
 
 
 def _company(cover: str, flat: str) -> str:

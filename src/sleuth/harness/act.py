@@ -12,6 +12,7 @@ from concurrent.futures import Executor
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass
 from time import perf_counter
+from typing import Any
 
 from sleuth.errors import ToolError
 from sleuth.tools.base import Tools
@@ -30,6 +31,7 @@ class ToolJob:
     max_tokens: int | None  # None: the tool's own limit (MCP callers)
     exclude: Collection[str] = ()
     read_query: str | None = None
+    where: dict[str, Any] | None = None  # a metadata filter (search_corpus, grep_corpus)
 
 
 @dataclass(frozen=True)
@@ -45,7 +47,9 @@ def call_tool(tools: Tools, job: ToolJob) -> ToolResult:
         spec = TOOL_BY_NAME.get(job.name)
         if spec is None or spec.run is None:
             raise ValueError(f"not a retrieval tool: {job.name}")
-        result = spec.run(tools, job.argument, job.exclude, job.max_tokens, job.read_query)
+        result = spec.run(
+            tools, job.argument, job.exclude, job.max_tokens, job.read_query, job.where
+        )
     except ToolError as exc:
         return ToolResult(tool=job.name, error=str(exc))
     except Exception as exc:  # a tool bug or a store down must not end the run

@@ -7,11 +7,12 @@ a run: each becomes an error observation that tells the policy what to fix.
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from sleuth.harness.policy import ToolCall
-from sleuth.tools.spec import TOOL_BY_NAME, TOOL_NAMES
+from sleuth.tools.spec import TOOL_BY_NAME, TOOL_NAMES, WHERE
 
 _SHOWN_CHARS = 200  # how much of a broken argument string the error quotes back
 
@@ -25,10 +26,11 @@ class ParsedCall:
     args: dict[str, Any]
 
 
-def parse_call(call: ToolCall) -> ParsedCall | str:
-    """Validate one call; returns the parsed call, or an error message for the policy."""
-    if call.name not in TOOL_NAMES:
-        return f"Unknown tool {call.name!r}. Available tools: {', '.join(TOOL_NAMES)}."
+def parse_call(call: ToolCall, offered: Sequence[str] = TOOL_NAMES) -> ParsedCall | str:
+    """Validate one call against the ``offered`` tools; returns the parsed call, or an error
+    message for the policy."""
+    if call.name not in offered:
+        return f"Unknown tool {call.name!r}. Available tools: {', '.join(offered)}."
     args = _load_args(call.arguments)
     if isinstance(args, str):
         return f"Invalid arguments for {call.name}: {args}"
@@ -64,13 +66,22 @@ def _load_args(raw: str) -> dict[str, Any] | str:
 def _validate(name: str, args: dict[str, Any]) -> dict[str, Any] | str:
     spec = TOOL_BY_NAME[name]
     key = spec.argument
+    if spec.argument_kind == "none":
+        return {}
     if spec.argument_kind == "string_list":
         ids = _chunk_ids(args.get(key), key)
         return {key: ids} if isinstance(ids, list) else ids
     value = args.get(key)
     if not isinstance(value, str) or not value.strip():
         return f"{key!r} must be a non-empty string (got {_describe(value)})"
-    return {key: value}
+    where = args.get(WHERE)
+    if not spec.filtered or where is None:
+        return {key: value}
+    if isinstance(where, str):  # models send objects JSON-encoded too
+        where = _load_args(where)
+    if not isinstance(where, dict):
+        return f"{WHERE!r} must be an object (got {_describe(where)})"
+    return {key: value, WHERE: where}
 
 
 def _chunk_ids(value: Any, key: str) -> list[str] | str:

@@ -62,7 +62,7 @@ from sleuth.harness.trajectory import (
 from sleuth.harness.view import ContextView, Message, Observation
 from sleuth.io import safe_text
 from sleuth.tools.base import Tools
-from sleuth.tools.spec import PRUNE, READ, SEARCH, TOOL_BY_NAME, TOOL_SCHEMAS
+from sleuth.tools.spec import PRUNE, READ, SEARCH, TOOL_BY_NAME, TOOL_NAMES, WHERE, tool_schemas
 from sleuth.tools.types import ToolResult
 
 _SETTLE_ROUNDS = 4  # usage-line fixed point; digit-grouping tokenizers settle in one or two
@@ -99,8 +99,13 @@ class HarnessConfig:
     """Send the policy's reasoning back as ``reasoning_content`` in its assistant messages."""
     system_prompt: str | None = None
     """Override the built-in system prompt (``sleuth.harness.prompt``)."""
+    tools: tuple[str, ...] = tuple(TOOL_NAMES)
+    """The tools offered to the policy (an adapter keeps the set it was trained with)."""
 
     def __post_init__(self) -> None:
+        unknown = [t for t in self.tools if t not in TOOL_NAMES]
+        if unknown or not self.tools:
+            raise ConfigError(f"tools {list(self.tools)}: use names from {TOOL_NAMES}")
         if self.max_workers < 1:
             raise ConfigError(f"max_workers ({self.max_workers}) must be at least 1")
         if self.max_documents < 1:
@@ -144,7 +149,10 @@ class _Episode:
         self.config = harness.config
         self.budget = harness.config.budget
         self.query = query
-        system = self.config.system_prompt or system_prompt(self.config.max_documents)
+        self.schemas = tool_schemas(self.config.tools)
+        system = self.config.system_prompt or system_prompt(
+            self.config.max_documents, self.config.tools
+        )
         user = user_message(query)
         self.view = ContextView(system, user)
         self.record = Trajectory(
@@ -154,7 +162,7 @@ class _Episode:
             policy=str(getattr(self.policy, "name", type(self.policy).__name__)),
             system_prompt=system,
             user_message=user,
-            tool_schemas=TOOL_SCHEMAS,
+            tool_schemas=self.schemas,
             settings=_settings(self.config, self.policy),
         )
         self.writer = TrajectoryWriter(path)
@@ -203,7 +211,7 @@ class _Episode:
         limit = reply_tokens(self.usage, self.budget, self.config.max_reply_tokens)
         turn = Turn(index=index, messages=messages, prompt_tokens=self.usage, max_tokens=limit)
         try:
-            output = self.policy.generate(messages, TOOL_SCHEMAS, limit)
+            output = self.policy.generate(messages, self.schemas, limit)
             if not isinstance(output, PolicyOutput):
                 raise TypeError(f"policy returned {type(output).__name__}, not PolicyOutput")
             output = _untrusted(output)
@@ -245,7 +253,7 @@ class _Episode:
 
     def _act(self, turn: Turn, output: PolicyOutput, executor: Executor | None) -> Stop | None:
         calls = self._unique_ids(output.tool_calls, turn.index)
-        parsed = [parse_call(c) for c in calls]
+        parsed = [parse_call(c, self.config.tools) for c in calls]
         events = [_event(c, p) for c, p in zip(calls, parsed, strict=True)]
         bodies = [f"Error: {p}" if isinstance(p, str) else "" for p in parsed]
         for i, p in enumerate(parsed):
@@ -318,11 +326,12 @@ class _Episode:
     def _job(
         self, call: ParsedCall, share: int, exclude: frozenset[str], event: ToolEvent
     ) -> ToolJob:
-        argument = call.args[TOOL_BY_NAME[call.name].argument]
+        argument = call.args.get(TOOL_BY_NAME[call.name].argument, "")
         if call.name == READ.name:
             event.read_query = self._read_query(argument)
             return ToolJob(call.name, argument, share, read_query=event.read_query)
-        return ToolJob(call.name, argument, share, exclude=exclude)
+        where = call.args.get(WHERE)
+        return ToolJob(call.name, argument, share, exclude=exclude, where=where)
 
     def _read_query(self, doc_id: str) -> str:
         """The search query that first surfaced this document, else the user's query."""
@@ -411,7 +420,7 @@ class _Episode:
         return f"{soft_message(self.budget)}\n\n{line}" if over_soft else line
 
     def _count(self) -> int:
-        return self.policy.count_tokens(self.view.messages(), TOOL_SCHEMAS)
+        return self.policy.count_tokens(self.view.messages(), self.schemas)
 
     def _assistant_message(self, output: PolicyOutput, calls: list[ToolCall]) -> Message:
         # content is always a string: llama.cpp's server answers HTTP 500 to null (and to a
@@ -483,7 +492,7 @@ def _event(call: ToolCall, parsed: ParsedCall | str) -> ToolEvent:
 
 
 def _settings(config: HarnessConfig, policy: Policy) -> dict[str, Any]:
-    settings: dict[str, Any] = {"harness": asdict(config)}
+    settings: dict[str, Any] = {"harness": asdict(config) | {"tools": list(config.tools)}}
     policy_settings = getattr(policy, "settings", None)
     if isinstance(policy_settings, dict):
         settings["policy"] = policy_settings

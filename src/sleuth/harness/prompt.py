@@ -7,7 +7,9 @@ after every round, pruning, and the final output format.
 
 from __future__ import annotations
 
-from sleuth.tools.spec import GREP, PRUNE, READ, SEARCH
+from collections.abc import Sequence
+
+from sleuth.tools.spec import DESCRIBE, GREP, ORIGINAL_TOOLS, PRUNE, READ, SEARCH, WHERE
 
 MAX_DOCUMENTS = 30  # report §2.6: the final list holds up to 30 documents (H1c prompt)
 
@@ -23,7 +25,7 @@ never come back, so every search brings new material.
 - {read}({read_arg}): the full document behind a promising chunk, when a snippet hints at \
 more than it shows.
 - {prune}({prune_arg}): drop chunks from your context. Your context is limited and every \
-chunk you keep costs tokens, so remove what does not help.
+chunk you keep costs tokens, so remove what does not help.{describe}
 
 Each chunk is shown under a header "# DOCUMENT ID: <doc_id>_<chunk_index> (<n> tokens)". The \
 last tool result of each round ends with your context size, "[Token usage: X/T]".
@@ -58,12 +60,24 @@ Use the document or chunk ids exactly as shown. Write nothing else: no plan, no 
 answer to the query."""
 
 
-def system_prompt(max_documents: int = MAX_DOCUMENTS) -> str:
-    """The fixed system prompt, with the final list's length filled in."""
+_DESCRIBE = """
+- {describe}(): the corpus's metadata fields (sender, date, form, ...) and their values. When \
+the query names a sender, a date or a kind of document, pass a filter as {where} to {search} or \
+{grep}, e.g. {{"from": "a@b.com"}} or {{"date": {{"$gte": "2001-05-01"}}}}."""
+
+
+def system_prompt(
+    max_documents: int = MAX_DOCUMENTS, offered: Sequence[str] = ORIGINAL_TOOLS
+) -> str:
+    """The fixed system prompt, with the final list's length filled in; ``describe_corpus`` and
+    the ``where`` filter are explained when offered."""
     tools = {"search": SEARCH, "grep": GREP, "read": READ, "prune": PRUNE}
     names = {key: spec.name for key, spec in tools.items()}
     arguments = {f"{key}_arg": spec.argument for key, spec in tools.items()}
-    return _SYSTEM.format(max_documents=max_documents, **names, **arguments)
+    describe = ""
+    if DESCRIBE.name in offered:
+        describe = _DESCRIBE.format(describe=DESCRIBE.name, where=WHERE, **names)
+    return _SYSTEM.format(max_documents=max_documents, describe=describe, **names, **arguments)
 
 
 def user_message(query: str) -> str:

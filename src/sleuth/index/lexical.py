@@ -15,8 +15,10 @@ from __future__ import annotations
 import json
 import os
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import bm25s
 import numpy as np
@@ -26,7 +28,7 @@ from sleuth.index.grepindex import GrepIndex
 from sleuth.io import atomic_write_text
 
 _STEMMER = Stemmer.Stemmer("english")
-LEXICAL_FORMAT = 2  # 2: BM25 over title + text; a saved side of another format is rebuilt
+LEXICAL_FORMAT = 3  # 2: BM25 over title + text; 3: documents' metadata kept; others are rebuilt
 
 
 def tokenize(texts: list[str]) -> list[list[str]]:
@@ -88,6 +90,8 @@ class LexicalIndex:
     stamp: dict
     retriever: bm25s.BM25 | None = None
     grep_index: GrepIndex | None = None
+    doc_meta: dict[str, dict[str, Any]] = field(default_factory=dict)
+    """Document id -> its metadata fields (what ``where`` filters read on this side)."""
     row_of: dict[str, int] = field(init=False)
     rows_of_doc: dict[str, list[int]] = field(init=False)
     doc_number: dict[str, int] = field(init=False)  # document → dense 0-based number
@@ -106,7 +110,9 @@ class LexicalIndex:
             doc_rows.sort(key=lambda i: self.rows[i].idx)
 
     @classmethod
-    def build(cls, rows: list[ChunkRow], stamp: dict) -> LexicalIndex:
+    def build(
+        cls, rows: list[ChunkRow], stamp: dict, doc_meta: dict[str, dict[str, Any]] | None = None
+    ) -> LexicalIndex:
         rows = sorted(rows, key=lambda r: (r.doc_id, r.idx))
         retriever = None
         tokens = tokenize([r.search_text for r in rows]) if rows else []
@@ -114,7 +120,22 @@ class LexicalIndex:
             retriever = bm25s.BM25()
             retriever.index(tokens, show_progress=False)
         grep_index = GrepIndex.build([r.text for r in rows])
-        return cls(rows=rows, stamp=stamp, retriever=retriever, grep_index=grep_index)
+        return cls(
+            rows=rows,
+            stamp=stamp,
+            retriever=retriever,
+            grep_index=grep_index,
+            doc_meta=doc_meta or {},
+        )
+
+    def rows_where(self, keep_doc: Callable[[dict[str, Any]], bool]) -> np.ndarray:
+        """Boolean mask over rows: True where the row's document metadata passes ``keep_doc``."""
+        docs = np.fromiter(
+            (keep_doc(self.doc_meta.get(d, {})) for d in self.rows_of_doc),
+            dtype=bool,
+            count=len(self.rows_of_doc),
+        )
+        return docs[self.doc_of_row] if len(self.rows) else np.zeros(0, dtype=bool)
 
     @property
     def grep(self) -> GrepIndex:
@@ -160,6 +181,9 @@ class LexicalIndex:
             self.retriever.save(str(tmp / "bm25"))
         if self.grep_index is not None:
             self.grep_index.save(tmp / "grep")
+        with open(tmp / "docmeta.jsonl", "w", encoding="utf-8") as f:
+            for doc, meta in self.doc_meta.items():
+                f.write(json.dumps([doc, meta], ensure_ascii=False) + "\n")
         atomic_write_text(tmp / "stamp.json", json.dumps(self.stamp))
         old = folder.with_name(f"{folder.name}.old-{os.getpid()}")
         if folder.exists():
@@ -176,7 +200,9 @@ class LexicalIndex:
                 rows = [ChunkRow(**json.loads(line)) for line in f]
             bm25 = folder / "bm25"
             retriever = bm25s.BM25.load(str(bm25)) if rows and bm25.exists() else None
+            with open(folder / "docmeta.jsonl", encoding="utf-8") as f:
+                doc_meta = dict(json.loads(line) for line in f)
         except (OSError, ValueError, KeyError, TypeError):
             return None
         grep_index = GrepIndex.load(folder / "grep")
-        return cls(rows=rows, stamp=stamp, retriever=retriever, grep_index=grep_index)
+        return cls(rows, stamp, retriever, grep_index, doc_meta)

@@ -5,7 +5,8 @@ Layout of an index folder::
 
     sleuth-index.json   manifest (:class:`IndexManifest`): embedder, chunking, collection, state
     chroma/             Chroma PersistentClient data (absent when using a Chroma server)
-    lexical/            chunk texts + BM25 (derived; rebuilt from Chroma when stale)
+    lexical/            chunk texts + BM25 + documents' metadata (derived; rebuilt when stale)
+    fields.json         the metadata fields described (``describe_corpus``; written by ingest)
     pending.json        doc ids of an ingest in progress (for resume and repair)
     .sleuth.lock        one writer at a time (see :func:`sleuth.io.folder_lock`)
 """
@@ -16,7 +17,7 @@ import json
 from pathlib import Path
 from typing import Literal
 
-from pydantic import BaseModel, ValidationError
+from pydantic import BaseModel, Field, ValidationError
 
 from sleuth.errors import InputError
 
@@ -47,6 +48,9 @@ class IndexManifest(BaseModel):
     documents: int
     chunks: int
     pending: str | None = None
+    date_fields: list[str] = Field(default_factory=list)
+    """Metadata fields that hold dates (stored as epoch seconds; ``describe_corpus`` shows them
+    as ISO dates and a ``where`` may name them so)."""
 
 
 class IngestResult(BaseModel):

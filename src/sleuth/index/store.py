@@ -34,6 +34,7 @@ from sleuth.corpus.models import Chunk, Document
 from sleuth.embed import Embedder, make_embedder
 from sleuth.errors import IndexIncompleteError, InputError
 from sleuth.index.chroma import chroma_client, create_collection, first_line, read_only_copy
+from sleuth.index.fields import IndexFields, date_fields, document_metadata, save_fields
 from sleuth.index.ingest_checks import check_ingest_inputs, check_new_settings, clean_documents
 from sleuth.index.lexical import LEXICAL_FORMAT, ChunkRow, LexicalIndex
 from sleuth.index.manifest import (
@@ -44,6 +45,7 @@ from sleuth.index.manifest import (
     check_index_folder,
     read_manifest,
 )
+from sleuth.index.where import Where
 from sleuth.io import atomic_write_text, folder_lock, lock_holder
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
@@ -63,8 +65,9 @@ def _fingerprint(docs: Sequence[Document], settings: dict) -> str:
     return h.hexdigest()
 
 
-class Index:
-    """A searchable corpus. Open an existing one with :meth:`open`, build with :meth:`create`."""
+class Index(IndexFields):
+    """A searchable corpus. Open an existing one with :meth:`open`, build with :meth:`create`;
+    its metadata fields and filters come from :class:`~sleuth.index.fields.IndexFields`."""
 
     def __init__(self, path: Path, manifest: IndexManifest, embedder: Embedder | None = None):
         self.path = path
@@ -75,6 +78,7 @@ class Index:
         self.collection = self._get_collection()
         self.native_hybrid = bool(manifest.native_hybrid)
         self._lexical: LexicalIndex | None = None
+        self._fields: dict[str, Any] | None = None
 
     def _chroma_path(self) -> Path:
         chroma = self.path / "chroma"
@@ -252,6 +256,7 @@ class Index:
 
     def _rebuild_lexical(self, stamp: dict) -> LexicalIndex:
         rows: list[ChunkRow] = []
+        doc_meta: dict[str, dict[str, Any]] = {}
         total, offset = self.collection.count(), 0
         while offset < total:
             got = self.collection.get(
@@ -268,8 +273,10 @@ class Index:
                         str(meta.get("title") or ""),
                     )
                 )
+                if int(meta["idx"]) == 0:
+                    doc_meta[meta["doc_id"]] = document_metadata(meta)
             offset += _PAGE
-        lexical = LexicalIndex.build(rows, stamp)
+        lexical = LexicalIndex.build(rows, stamp, doc_meta)
         with contextlib.suppress(OSError):  # a read-only index keeps it in memory only
             lexical.save(self.path / "lexical")
         return lexical
@@ -298,8 +305,9 @@ class Index:
                 )
             chunks = self._checked_chunks(docs, batch_size)
             dim = self.embedder.dim
+            dates = sorted(set(m.date_fields) | date_fields(docs))
             atomic_write_text(self.path / "pending.json", json.dumps([d.id for d in docs]))
-            self._write_manifest(state="ingesting", pending=fp, dim=dim)
+            self._write_manifest(state="ingesting", pending=fp, dim=dim, date_fields=dates)
             todo = self._changed(chunks)
             self._add(todo, batch_size, progress, total=len(chunks), done=len(chunks) - len(todo))
             self._delete_stale([d.id for d in docs], {c.id for c in chunks})
@@ -379,6 +387,7 @@ class Index:
         generation = self.manifest.generation + 1
         self.manifest.generation = generation
         self._lexical = self._rebuild_lexical(self._stamp())
+        save_fields(self.path, self.describe_now())
         docs_total = len(self._lexical.rows_of_doc)
         self._write_manifest(
             state="ready",
@@ -413,16 +422,21 @@ class Index:
 
     # -- retrieval primitives ----------------------------------------------------------
     def dense_search(
-        self, query_vec: np.ndarray, k: int, exclude: set[str] | frozenset[str] = frozenset()
+        self,
+        query_vec: np.ndarray,
+        k: int,
+        exclude: set[str] | frozenset[str] = frozenset(),
+        where: Where | None = None,
     ) -> list[tuple[str, float]]:
-        """Top-``k`` by cosine similarity, skipping ``exclude``: over-fetch by its size so
-        unseen matches are still found when the exclusion set is large."""
+        """Top-``k`` by cosine similarity, skipping ``exclude`` and chunks a checked ``where``
+        rejects (Chroma filters before ranking): over-fetch by the exclusion set's size so
+        unseen matches are still found when it is large."""
         total = self.collection.count()
         if total == 0:
             return []
         n = min(total, k + len(exclude))
         res = self.collection.query(
-            query_embeddings=[query_vec.tolist()], n_results=n, include=["distances"]
+            query_embeddings=[query_vec.tolist()], n_results=n, include=["distances"], where=where
         )
         hits = [
             (cid, 1.0 - float(d))
@@ -432,10 +446,19 @@ class Index:
         return hits[:k]
 
     def lexical_search(
-        self, query: str, k: int, exclude: set[str] | frozenset[str] = frozenset()
+        self,
+        query: str,
+        k: int,
+        exclude: set[str] | frozenset[str] = frozenset(),
+        where: Where | None = None,
     ) -> list[tuple[str, float]]:
+        """Top-``k`` by BM25, skipping ``exclude`` and the rows a checked ``where`` rejects."""
         lex = self.lexical
-        return lex.search(query, k, lex.rows_for(exclude) if exclude else None)
+        drop = lex.rows_for(exclude) if exclude else None
+        if where is not None:
+            rejected = np.flatnonzero(~self.rows_matching(where))
+            drop = rejected if drop is None else np.concatenate([drop, rejected])
+        return lex.search(query, k, drop)
 
     def chunk(self, chunk_id: str) -> ChunkRow | None:
         i = self.lexical.row_of.get(chunk_id)

@@ -16,6 +16,7 @@ from typing import Any, Literal
 
 from sleuth.corpus.models import doc_id_of
 from sleuth.errors import InputError
+from sleuth.index.where import Where
 from sleuth.policies.scripted import Reply, call, turn
 from sleuth.policies.transcript import final_answer, observations, query_of
 from sleuth.tools.base import Tools
@@ -47,12 +48,13 @@ class RetrieverToolbox(Toolbox):
         self.retriever = retriever
 
     def fused_candidates(
-        self, query: str, exclude: Collection[str] = ()
+        self, query: str, exclude: Collection[str] = (), where: Where | None = None
     ) -> list[tuple[str, float]]:
         excluded, k = frozenset(exclude), self.config.candidates
         if self.retriever == "lexical":
-            return self.index.lexical_search(query, k, excluded)
-        return self.index.dense_search(self.index.embedder.embed_query(query), k, excluded)
+            return self.index.lexical_search(query, k, excluded, where)
+        qvec = self.index.embedder.embed_query(query)
+        return self.index.dense_search(qvec, k, excluded, where)
 
 
 def one_retriever(tools: Tools, retriever: Retriever) -> Tools:

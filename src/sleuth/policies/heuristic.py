@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sleuth.corpus.models import doc_id_of
+from sleuth.policies.filters import has_filter_cue, question_filter
 from sleuth.policies.scripted import Reply, call, turn
 from sleuth.policies.transcript import ToolReply, final_answer, query_of, token_usage
 from sleuth.policies.transcript import observations as read_observations
@@ -37,7 +38,7 @@ from sleuth.ranking.text import (
     stems,
 )
 from sleuth.tools.rrf import rrf
-from sleuth.tools.spec import PRUNE_CHUNKS, READ_DOCUMENT, SEARCH_CORPUS
+from sleuth.tools.spec import DESCRIBE_CORPUS, PRUNE_CHUNKS, READ_DOCUMENT, SEARCH_CORPUS, WHERE
 
 _QUOTED = re.compile(r"[\"“”]([^\"“”]{3,})[\"“”]")
 _CLAUSE_BREAK = re.compile(
@@ -74,13 +75,20 @@ class HeuristicAgent:
     quote_evidence: bool = True
     """Open each justification with the document's sentence closest to the question (off:
     say only how it was ranked, as short as a small model's reply cap needs)."""
+    use_filters: bool = True
+    """When the question names a sender, a date or a document type and ``describe_corpus`` is
+    offered: describe the corpus first and filter the first searches (:mod:`.filters`)."""
 
     def __call__(self, messages: list[dict[str, Any]], index: int) -> Reply:
         question = query_of(messages)
-        seen = read_observations(messages)
-        if index == 0:
-            queries = decompose(question, self.max_queries)
-            return turn(*(call(SEARCH_CORPUS, query=q) for q in queries))
+        replies = read_observations(messages)
+        described = [o for o in replies if o.tool == DESCRIBE_CORPUS]
+        seen = [o for o in replies if o.tool != DESCRIBE_CORPUS]
+        if index == 0 and self._describe_first(messages, question):
+            return turn(call(DESCRIBE_CORPUS))
+        first = 1 if described else 0
+        if index == first:
+            return self._first_searches(question, described)
         ranked = self.rank(question, seen)
         hops_done = len({o.turn for o in seen if o.tool == SEARCH_CORPUS}) - 1
         if hops_done < self.max_hops and self._room_for(messages):
@@ -90,10 +98,26 @@ class HeuristicAgent:
                 weak = self._weak_chunks(question, seen, ranked)
                 if weak:
                     calls.append(call(PRUNE_CHUNKS, chunk_ids=weak))
-                if index == 1 and ranked and _has_more_chunks(ranked[0][0], seen):
+                if index == first + 1 and ranked and _has_more_chunks(ranked[0][0], seen):
                     calls.append(call(READ_DOCUMENT, doc_id=ranked[0][0]))
                 return turn(*calls)
-        return self.answer(question, ranked, seen)
+        return self.answer(question, filtered_first(ranked, seen), seen)
+
+    def _describe_first(self, messages: list[dict[str, Any]], question: str) -> bool:
+        """Filters on, the tool offered (the system prompt names it) and a cue in the question."""
+        system = next((m.get("content") or "" for m in messages if m.get("role") == "system"), "")
+        return self.use_filters and DESCRIBE_CORPUS in system and has_filter_cue(question)
+
+    def _first_searches(self, question: str, described: list[ToolReply]) -> Reply:
+        """The decomposed searches; filtered when the description gives an unambiguous filter,
+        plus the whole question unfiltered (a wrong filter must not hide everything)."""
+        queries = decompose(question, self.max_queries)
+        text = described[0].chunks[0].text if described and described[0].chunks else ""
+        where = question_filter(question, text) if text else None
+        if where is None:
+            return turn(*(call(SEARCH_CORPUS, query=q) for q in queries))
+        calls = [call(SEARCH_CORPUS, query=q, where=where) for q in queries]
+        return turn(*calls, call(SEARCH_CORPUS, query=question))
 
     # -- ordering ------------------------------------------------------------------------
     def rank(self, question: str, seen: list[ToolReply]) -> list[tuple[str, float]]:
@@ -208,6 +232,21 @@ def trail(seen: list[ToolReply], title_of: Any) -> tuple[list[SeenDoc], list[Sea
             for rank, doc in enumerate(order, start=1):
                 docs[doc].ranks.append((number, rank))
     return list(docs.values()), searches
+
+
+def filtered_first(
+    ranked: list[tuple[str, float]], seen: list[ToolReply]
+) -> list[tuple[str, float]]:
+    """``ranked`` with the documents a filtered search showed first (each group keeps its order):
+    the filter was built only when the question named its sender / date / type unambiguously, so
+    what passed it is what the question asks about. Unchanged when no search was filtered."""
+    passed = {
+        doc_id_of(c.id)
+        for o in seen
+        if o.tool == SEARCH_CORPUS and WHERE in o.arguments
+        for c in o.chunks
+    }
+    return sorted(ranked, key=lambda pair: pair[0] not in passed) if passed else ranked
 
 
 def rank_by_rrf(

@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError, field_validator
 from sleuth.errors import InputError
 from sleuth.harness.loop import HarnessConfig
 from sleuth.io import atomic_write_text
-from sleuth.tools.spec import TOOL_NAMES
+from sleuth.tools.spec import ORIGINAL_TOOLS, TOOL_NAMES
 
 MANIFEST = "sleuth_policy.json"
 """The manifest's file name inside an adapter folder."""
@@ -105,7 +105,8 @@ class PolicyManifest(BaseModel):
     base_model: str | None = None
     """The model the adapter was trained over (a path or a name)."""
     tool_names: list[str] | None = None
-    """The tools it was shown, in order (None: schema 0, the four of :mod:`sleuth.tools.spec`)."""
+    """The tools it was shown, in order (None: schema 0, trained before ``describe_corpus``:
+    the original four, :data:`sleuth.tools.spec.ORIGINAL_TOOLS`)."""
     phase: str | None = None
     """``sft`` or ``rl``."""
     trained_with: str | None = None
@@ -150,11 +151,24 @@ class PolicyManifest(BaseModel):
             harness=HarnessSettings.of(harness),
             tools=ToolSettings(search_max_chunks=search_max_chunks, ranker=ranker),
             base_model=base_model,
-            tool_names=list(TOOL_NAMES),
+            tool_names=list(harness.tools),
             phase=phase,
             trained_task_ids=sorted(task_ids),
             **extra,
         )
+
+    @property
+    def trained_tools(self) -> tuple[str, ...]:
+        """The tool set to offer it: the one it trained with."""
+        return tuple(self.tool_names) if self.tool_names is not None else ORIGINAL_TOOLS
+
+    def unknown_tools(self) -> list[str]:
+        """Tools it trained with that this sleuth does not have."""
+        return [t for t in self.trained_tools if t not in TOOL_NAMES]
+
+    def apply(self, base: HarnessConfig) -> HarnessConfig:
+        """``base`` under the trained harness settings and tool set."""
+        return replace(self.harness.apply(base), tools=self.trained_tools)
 
 
 def write_manifest(folder: str | Path, manifest: PolicyManifest) -> Path:

@@ -343,7 +343,7 @@ def _local(spec: PolicySpec, options: PolicyOptions) -> BuiltPolicy:
         if needed is not None and not Path(needed).exists():
             raise InputError(f"policy {spec}: {needed} does not exist")
     manifest = read_manifest(adapter)  # checked before the weights load
-    if manifest and manifest.tool_names not in (None, TOOL_NAMES):
+    if manifest and manifest.unknown_tools():
         raise InputError(
             f"{adapter}: trained with the tools {manifest.tool_names}, this sleuth has "
             f"{TOOL_NAMES}; retrain it (sleuth train sft) or use the sleuth it was trained with"
@@ -361,7 +361,7 @@ def _local(spec: PolicySpec, options: PolicyOptions) -> BuiltPolicy:
         spec,
         factory,
         wrap_tools=lambda tools: _with_tool_settings(tools, trained.tools),
-        configure=trained.harness.apply,
+        configure=trained.apply,
         bind=bind,
     )
 

@@ -1,12 +1,12 @@
 """The retrieval tools and the whole subagent over MCP (SPEC §2, §8 ``sleuth serve mcp``).
 
-Built on the official ``mcp`` SDK (v2 ``MCPServer``, formerly FastMCP). Five tools:
+Built on the official ``mcp`` SDK (v2 ``MCPServer``, formerly FastMCP). Six tools:
 
-* ``search_corpus``, ``grep_corpus``, ``read_document``: one :class:`Toolbox` call each. The
-  text content is exactly what the policy sees (:func:`render_result`); the structured content
-  is ``{"result": [...]}``, where the list is the SPEC §8 tool JSON (chunks
-  ``{id, doc_id, text, tokens, score}`` then ``{error}`` when the call failed), wrapped because
-  MCP structured content must be an object. A failed call has ``isError`` set.
+* ``search_corpus``, ``grep_corpus`` (with an optional ``where`` metadata filter),
+  ``read_document``, ``describe_corpus``: one :class:`Toolbox` call each. The text content is
+  what the policy sees (:func:`render_result`); the structured content is ``{"result": [...]}``,
+  the SPEC §8 tool JSON (chunks ``{id, doc_id, text, tokens, score}`` then ``{error}`` when the
+  call failed), wrapped as MCP structured content must be an object; a failure sets ``isError``.
 * ``prune_chunks``: an acknowledgement. An MCP client owns its context, so the server cannot
   edit it; the call sorts the ids into chunks that exist in the index and unknown ids, and the
   client drops the acknowledged blocks itself.
@@ -68,7 +68,7 @@ from sleuth.serve.http import (
     http_notice,
 )
 from sleuth.serve.limits import bounded
-from sleuth.tools.spec import GREP, PRUNE, READ, SEARCH
+from sleuth.tools.spec import DESCRIBE, GREP, PRUNE, READ, SEARCH, WHERE_DESCRIPTION
 from sleuth.tools.toolbox import ToolConfig
 from sleuth.tools.types import ChunkHit, ToolResult, render_result
 
@@ -81,7 +81,8 @@ INSTRUCTIONS = (
     "Search a document corpus. `search` runs the whole search subagent and returns ranked "
     f"documents with justifications. {SEARCH.name}, {GREP.name} and {READ.name} are its single "
     "retrieval tools; pass the chunk ids you have already seen as exclude_chunk_ids to get new "
-    f"ones, and {PRUNE.name} to confirm which chunks to drop from your own context."
+    f"ones, and {PRUNE.name} to confirm which chunks to drop from your own context. "
+    f"{DESCRIBE.name} lists the metadata fields that {SEARCH.name} and {GREP.name} filter by."
 )
 
 
@@ -133,6 +134,7 @@ ReadQueryArg = Annotated[
     Text | None,
     Field(description="What you are looking for; a long document keeps the chunks closest to it."),
 ]
+WhereArg = Annotated[dict[str, Any] | None, Field(description=WHERE_DESCRIPTION)]
 ChunkIdsArg = Annotated[list[Text], Field(description="Chunk ids to remove from your context.")]
 QuestionArg = Annotated[Text, Field(description="The question to find supporting documents for.")]
 
@@ -175,7 +177,7 @@ def render_run(run: RunResult) -> str:
 
 
 class SleuthTools:
-    """The five MCP tools over one agent (its tools serve the four); every method is stateless."""
+    """The six MCP tools over one agent (its tools serve the five); every method is stateless."""
 
     def __init__(self, agent: Agent, config: McpServerConfig):
         self.agent = agent
@@ -183,13 +185,18 @@ class SleuthTools:
         self.config = config
 
     def search_corpus(
-        self, query: QueryArg, exclude_chunk_ids: ExcludeArg = None
+        self, query: QueryArg, exclude_chunk_ids: ExcludeArg = None, where: WhereArg = None
     ) -> Annotated[CallToolResult, ChunkListing]:
-        job = ToolJob(SEARCH.name, query, None, exclude=exclude_chunk_ids or ())
+        job = ToolJob(SEARCH.name, query, None, exclude=exclude_chunk_ids or (), where=where)
         return tool_reply(call_tool(self.toolbox, job))
 
-    def grep_corpus(self, pattern: PatternArg) -> Annotated[CallToolResult, ChunkListing]:
-        return tool_reply(call_tool(self.toolbox, ToolJob(GREP.name, pattern, None)))
+    def grep_corpus(
+        self, pattern: PatternArg, where: WhereArg = None
+    ) -> Annotated[CallToolResult, ChunkListing]:
+        return tool_reply(call_tool(self.toolbox, ToolJob(GREP.name, pattern, None, where=where)))
+
+    def describe_corpus(self) -> Annotated[CallToolResult, ChunkListing]:
+        return tool_reply(call_tool(self.toolbox, ToolJob(DESCRIBE.name, "", None)))
 
     def read_document(
         self, doc_id: DocIdArg, query: ReadQueryArg = None
@@ -247,6 +254,7 @@ def tool_descriptions(tools: ToolConfig, harness: HarnessConfig) -> dict[str, st
         ),
         GREP.name: GREP.description,
         READ.name: READ.description,
+        DESCRIBE.name: DESCRIBE.description,
         PRUNE.name: (
             "Confirm chunks to remove from your own context to free token budget. The server "
             "keeps no context of yours: it reports which ids exist in the index (drop those "
@@ -266,7 +274,7 @@ def build_server(
     policy: BuiltPolicy | PolicyFactory | None = None,
     config: McpServerConfig | None = None,
 ) -> MCPServer:
-    """An MCP server exposing the four tools and the ``search`` subagent over one index.
+    """An MCP server exposing the five tools and the ``search`` subagent over one index.
 
     Args:
         index_dir: a finished sleuth index (``sleuth ingest``).

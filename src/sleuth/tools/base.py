@@ -7,22 +7,35 @@ The real implementation is :class:`sleuth.tools.toolbox.Toolbox` over an
 from __future__ import annotations
 
 from collections.abc import Collection
-from typing import Protocol
+from typing import Any, Protocol
 
 from sleuth.tools.types import ToolResult
 
 
 class Tools(Protocol):
     def search_corpus(
-        self, query: str, exclude: Collection[str] = (), max_tokens: int | None = None
+        self,
+        query: str,
+        exclude: Collection[str] = (),
+        max_tokens: int | None = None,
+        where: Any = None,
     ) -> ToolResult:
-        """Hybrid search; never returns an id in ``exclude``; output within ``max_tokens``."""
+        """Hybrid search; never returns an id in ``exclude`` or a chunk ``where`` rejects;
+        output within ``max_tokens``."""
         ...
 
     def grep_corpus(
-        self, pattern: str, exclude: Collection[str] = (), max_tokens: int | None = None
+        self,
+        pattern: str,
+        exclude: Collection[str] = (),
+        max_tokens: int | None = None,
+        where: Any = None,
     ) -> ToolResult:
         """Regex over chunk texts; an invalid or too-slow pattern gives ``ToolResult.error``."""
+        ...
+
+    def describe_corpus(self, max_tokens: int | None = None) -> ToolResult:
+        """The metadata fields a ``where`` may name, with their values or ranges."""
         ...
 
     def read_document(

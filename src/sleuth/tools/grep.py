@@ -339,18 +339,21 @@ def grep(
     max_matches: int = 5,
     timeout_s: float = 0.5,
     chunk_timeout_s: float = 0.05,
+    allowed: np.ndarray | None = None,
 ) -> list[ChunkRow]:
-    """The first ``max_matches`` chunks (corpus order) whose text the pattern matches.
+    """The first ``max_matches`` chunks (corpus order) whose text the pattern matches, among the
+    rows ``allowed`` (a boolean mask over rows: a ``where`` filter's) when given.
 
     Raises :class:`GrepError` for a bad, oversized or runaway pattern."""
     g = Grep.compile(pattern)
     deadline = time.perf_counter() + timeout_s
     rows, narrowed = lexical.rows, g.candidates(lexical)
-    order = rows if narrowed is None else map(rows.__getitem__, narrowed.tolist())
+    order = range(len(rows)) if narrowed is None else narrowed.tolist()
     excluded = frozenset(exclude)
     found: list[ChunkRow] = []
-    for row in order:
-        if row.id in excluded:
+    for i in order:
+        row = rows[i]
+        if row.id in excluded or (allowed is not None and not allowed[i]):
             continue
         remaining = deadline - time.perf_counter()
         try:

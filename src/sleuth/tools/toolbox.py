@@ -18,21 +18,24 @@ from __future__ import annotations
 from collections.abc import Collection
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, fields
+from typing import Any
 
 import numpy as np
 
 from sleuth.corpus.models import doc_id_of
-from sleuth.errors import ConfigError
+from sleuth.errors import ConfigError, InputError, ToolError
 from sleuth.index import Index
 from sleuth.index.chroma import native_hybrid_search
 from sleuth.index.lexical import ChunkRow
+from sleuth.index.where import Where
 from sleuth.ranking.features import Candidate, search_features
 from sleuth.ranking.model import RankerModel
 from sleuth.tokens import TokenCounter, default_counter
+from sleuth.tools.describe import describe_block
 from sleuth.tools.grep import GrepError, grep
 from sleuth.tools.rerank import Reranker
 from sleuth.tools.rrf import rrf
-from sleuth.tools.spec import GREP, READ, SEARCH
+from sleuth.tools.spec import DESCRIBE, GREP, READ, SEARCH
 from sleuth.tools.types import ChunkHit, ToolResult, render_chunk
 
 
@@ -130,32 +133,35 @@ class Toolbox:
 
     # -- search_corpus -----------------------------------------------------------------
     def fused_candidates(
-        self, query: str, exclude: Collection[str] = ()
+        self, query: str, exclude: Collection[str] = (), where: Where | None = None
     ) -> list[tuple[str, float]]:
-        """BM25 and dense candidates (run concurrently) fused by RRF, minus ``exclude``."""
+        """BM25 and dense candidates (run concurrently) fused by RRF, minus ``exclude`` and the
+        chunks a checked ``where`` rejects."""
         cfg, excluded = self.config, frozenset(exclude)
-        if self.index.native_hybrid:
+        if self.index.native_hybrid and where is None:
             qvec = self.index.embedder.embed_query(query)
             return native_hybrid_search(
                 self.index.collection, query, qvec, cfg.bm25_k, cfg.rrf_k, cfg.candidates, excluded
             )
-        lexical, dense = self._retrieve(query, excluded)
+        lexical, dense = self._retrieve(query, excluded, where)
         ranked = [[i for i, _ in lexical], [i for i, _ in dense]]
         return rrf(ranked, k=cfg.rrf_k)[: cfg.candidates]
 
     def _retrieve(
-        self, query: str, excluded: frozenset[str]
+        self, query: str, excluded: frozenset[str], where: Where | None = None
     ) -> tuple[list[tuple[str, float]], list[tuple[str, float]]]:
         """BM25 and dense top lists, run concurrently."""
         cfg = self.config
-        lexical = self._pool.submit(self.index.lexical_search, query, cfg.bm25_k, excluded)
+        lexical = self._pool.submit(self.index.lexical_search, query, cfg.bm25_k, excluded, where)
         qvec = self.index.embedder.embed_query(query)
-        dense = self.index.dense_search(qvec, cfg.dense_k, excluded)
+        dense = self.index.dense_search(qvec, cfg.dense_k, excluded, where)
         return lexical.result(), dense
 
-    def candidates(self, query: str, exclude: Collection[str] = ()) -> list[Candidate]:
+    def candidates(
+        self, query: str, exclude: Collection[str] = (), where: Where | None = None
+    ) -> list[Candidate]:
         """The fused candidates with each retriever's rank and score: the learned ranker's input."""
-        lexical, dense = self._retrieve(query, frozenset(exclude))
+        lexical, dense = self._retrieve(query, frozenset(exclude), where)
         fused = rrf([[i for i, _ in lexical], [i for i, _ in dense]], k=self.config.rrf_k)
         bm25 = {cid: (rank, score) for rank, (cid, score) in enumerate(lexical, start=1)}
         cos = {cid: (rank, score) for rank, (cid, score) in enumerate(dense, start=1)}
@@ -169,25 +175,45 @@ class Toolbox:
             out.append(Candidate(cid, row.title, row.text, score, b_rank, b_score, d_rank, d_score))
         return out
 
-    def _learned_order(self, query: str, exclude: Collection[str]) -> list[ChunkHit]:
+    def _learned_order(
+        self, query: str, exclude: Collection[str], where: Where | None
+    ) -> list[ChunkHit]:
         """Candidates ordered by the ranker's search head (ties keep the RRF order)."""
         assert self.ranker is not None
-        cands = self.candidates(query, exclude)
+        cands = self.candidates(query, exclude, where)
         if not cands:
             return []
         scores = self.ranker.search.score(search_features(query, cands, self.config.rrf_k))
         order = sorted(range(len(cands)), key=lambda i: (-scores[i], i))
         return [_hit(self.index.chunk(cands[i].chunk_id), float(scores[i])) for i in order]
 
+    def _checked(self, where: Any) -> Where | None:
+        """A tool call's ``where`` checked against the grammar and the corpus's fields; a bad
+        one raises ToolError (the caller sees its one-line reason)."""
+        if where is None:
+            return None
+        try:
+            return self.index.check_where(where)
+        except InputError as e:
+            raise ToolError(f"bad where: {e}") from None
+
     def search_corpus(
-        self, query: str, exclude: Collection[str] = (), max_tokens: int | None = None
+        self,
+        query: str,
+        exclude: Collection[str] = (),
+        max_tokens: int | None = None,
+        where: Any = None,
     ) -> ToolResult:
         if not isinstance(query, str) or not query.strip():
             return ToolResult(tool=SEARCH.name, error="query must be a non-empty string")
-        if self.ranker is not None and not self.index.native_hybrid:
-            hits = self._learned_order(query, exclude)
+        try:
+            checked = self._checked(where)
+        except ToolError as e:
+            return ToolResult(tool=SEARCH.name, error=str(e))
+        if self.ranker is not None and (not self.index.native_hybrid or checked is not None):
+            hits = self._learned_order(query, exclude, checked)
         else:
-            fused = self.fused_candidates(query, exclude)
+            fused = self.fused_candidates(query, exclude, checked)
             hits = [_hit(self.index.chunk(cid), score) for cid, score in fused]
         if self.reranker is not None and hits:
             scores = self.reranker.score(query, [h.text for h in hits])
@@ -207,10 +233,16 @@ class Toolbox:
 
     # -- grep_corpus -------------------------------------------------------------------
     def grep_corpus(
-        self, pattern: str, exclude: Collection[str] = (), max_tokens: int | None = None
+        self,
+        pattern: str,
+        exclude: Collection[str] = (),
+        max_tokens: int | None = None,
+        where: Any = None,
     ) -> ToolResult:
         cfg = self.config
         try:
+            checked = self._checked(where)
+            allowed = None if checked is None else self.index.rows_matching(checked)
             rows = grep(
                 self.index.lexical,
                 pattern,
@@ -218,8 +250,9 @@ class Toolbox:
                 cfg.grep_max_chunks,
                 cfg.grep_timeout_s,
                 cfg.grep_chunk_timeout_s,
+                allowed,
             )
-        except GrepError as e:
+        except (GrepError, ToolError) as e:
             return ToolResult(tool=GREP.name, error=str(e))
         matches = [_hit(row, None) for row in rows]
         budget = self.config.search_max_tokens if max_tokens is None else max_tokens
@@ -230,6 +263,16 @@ class Toolbox:
             else f"({len(matches) - len(packed)} matching chunks did not fit the token budget.)"
         )
         return ToolResult(tool=GREP.name, chunks=packed, note=note)
+
+    # -- describe_corpus -----------------------------------------------------------------
+    def describe_corpus(self, max_tokens: int | None = None) -> ToolResult:
+        """The metadata fields as one JSON block, cut to fit ``max_tokens``."""
+        budget = self.config.search_max_tokens if max_tokens is None else max_tokens
+        hit = describe_block(self.index.describe(), budget, self.block_tokens)
+        if hit is None:
+            note = f"(The corpus description does not fit in the {budget} tokens left.)"
+            return ToolResult(tool=DESCRIBE.name, note=note)
+        return ToolResult(tool=DESCRIBE.name, chunks=[hit])
 
     # -- read_document -----------------------------------------------------------------
     def read_document(

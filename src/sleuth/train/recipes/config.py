@@ -16,6 +16,7 @@ from sleuth.harness.loop import HarnessConfig
 from sleuth.harness.prompt import MAX_DOCUMENTS
 from sleuth.policies.heuristic import HeuristicAgent
 from sleuth.reward import RewardConfig
+from sleuth.tools.spec import ORIGINAL_TOOLS
 from sleuth.tools.toolbox import ToolConfig
 from sleuth.train.model import StudentConfig
 from sleuth.train.rl_types import RLConfig
@@ -118,6 +119,7 @@ class RecipeConfig:
             max_reply_tokens=reply,
             max_documents=self.final_docs,
             system_prompt=SMALL_PROMPT.format(n=self.final_docs),
+            tools=ORIGINAL_TOOLS,  # the small prompt explains these four; the manifest records them
         )
 
     def teacher(self) -> dict[str, int]:
