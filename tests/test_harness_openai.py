@@ -15,7 +15,7 @@ from sleuth.harness.budget import BudgetConfig
 from sleuth.harness.loop import Harness, HarnessConfig
 from sleuth.harness.trajectory import CallStatus, StopReason, load_trajectory
 from sleuth.policies import OpenAIChatPolicy
-from sleuth.tools.spec import TOOL_SCHEMAS
+from sleuth.tools.spec import ORIGINAL_TOOLS, TOOL_SCHEMAS
 from sleuth.tools.types import render_chunk
 from tests.harness_fakes import FakeTools
 from tests.openai_stub import StubServer, assistant, tool_call
@@ -118,7 +118,10 @@ def test_hard_cutoff_over_http():
     ]
     tools = FakeTools(words=120)
     with StubServer(script) as server:
-        trajectory = Harness(tools, policy(server), HarnessConfig(budget=budget)).run("q")
+        # the original four tools: the prompt that explains describe_corpus and filters is
+        # ~200 tokens longer, and this budget is sized to the four-tool prompt
+        config = HarnessConfig(budget=budget, tools=ORIGINAL_TOOLS)
+        trajectory = Harness(tools, policy(server), config).run("q")
     requests = server.requests
     assert int(USAGE.search(requests[1]["messages"][-1]["content"]).group(1)) > 2000
     refused = [m["content"] for m in requests[2]["messages"][-2:]]
