@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from sleuth.cli.common import IndexOpt, JsonOpt, app, cli_errors, console, progress_bar
+from sleuth.cli.common import IndexOpt, JsonOpt, app, at_least, cli_errors, console
+from sleuth.embed import DEFAULT_EMBEDDER, EMBEDDER_CHOICES
 
 
 @app.command()
@@ -17,9 +18,7 @@ def ingest(
         list[Path], typer.Argument(help="JSONL files, folders, zips, mbox/.eml files.")
     ],
     index: IndexOpt,
-    embedder: Annotated[
-        str, typer.Option(help="minilm | hash[:DIM] | st:PATH | openai:MODEL@URL")
-    ] = "minilm",
+    embedder: Annotated[str, typer.Option(help=EMBEDDER_CHOICES)] = DEFAULT_EMBEDDER,
     chunk_tokens: Annotated[int, typer.Option(help="Max o200k tokens per chunk.")] = 512,
     overlap_tokens: Annotated[int, typer.Option(help="Tokens shared by consecutive chunks.")] = 48,
     chroma_url: Annotated[
@@ -43,6 +42,9 @@ def ingest(
             "(defaults 64MiB, 1GiB, 100, 100000)."
         ),
     ] = None,
+    progress_every: Annotated[
+        float, typer.Option(help="Seconds between progress lines when not on a terminal.")
+    ] = 10.0,
     as_json: JsonOpt = False,
 ) -> None:
     """Read, chunk, embed and index documents (resumable: rerun the same command after a crash)."""
@@ -50,7 +52,9 @@ def ingest(
     from sleuth.corpus.readers import read_documents
     from sleuth.index import Index
     from sleuth.index.ingest_checks import check_ingest_inputs
+    from sleuth.progress import rate_progress
 
+    at_least(progress_every, 0.1, "--progress-every")
     options = ReadOptions(follow_links, ArchiveLimits.parse(archive_limits or ""))
     docs = [] if repair else read_documents(paths, fmt, options)
     check_ingest_inputs(docs, batch_size, chroma_url=chroma_url)  # bad input writes nothing
@@ -67,13 +71,12 @@ def ingest(
     if repair:
         stats = idx.repair()
     else:
-        with progress_bar() as bar:
-            task = bar.add_task("embedding chunks", total=None)
-
-            def report(phase: str, done: int, total: int) -> None:
-                bar.update(task, completed=done, total=total)
-
-            stats = idx.ingest(docs, batch_size=batch_size, progress=report)
+        with rate_progress(console, "embedding chunks", "chunks", progress_every) as update:
+            stats = idx.ingest(
+                docs,
+                batch_size=batch_size,
+                progress=lambda _phase, done, total: update(done, total),
+            )
     if as_json:
         print(stats.model_dump_json())
     else:
