@@ -188,6 +188,9 @@ class OnnxMiniLM:
         options.intra_op_num_threads = threads or default_threads()
         options.inter_op_num_threads = 1
         options.log_severity_level = 3
+        # Idle pool threads sleep instead of spinning: on 2 shared cores, next to ingest's
+        # writer thread and other processes, spinning ran at 0.73x (benchmarks/embed_speed.py).
+        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
         self.session = ort.InferenceSession(
             str(ensure_onnx(model_dir, variant)), options, providers=["CPUExecutionProvider"]
         )
