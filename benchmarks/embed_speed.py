@@ -7,9 +7,10 @@ shared machine hits all paths alike. Paths:
 
 - ``st-fp32``: plain sentence-transformers (torch fp32), ``encode`` at batch 64
 - ``minilm-onnx`` / ``minilm-onnx-int8`` (and with ``--torch`` the torch ``minilm``): sleuth's
-  embedders, called as ingest calls them (128 texts a call, sorted by length)
-- ``ingest:SPEC``: ``Index.create`` + ``Index.ingest`` of the round's documents into a fresh index
-  (chunking, embedding, Chroma writes, BM25), the whole end-to-end cost
+  embedders, called as ingest calls them (``INGEST_BATCH`` texts a call)
+- ``ingest:SPEC``: ``Index.create`` + ``Index.ingest`` of the round's documents into one index per
+  path that grows round by round (chunking, sorting, embedding, Chroma writes, BM25 rebuilt each
+  round), the whole end-to-end cost
 
 ``--sweep`` first times the int8 path at each onnxruntime batch size and thread count.
 
@@ -29,7 +30,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sleuth.corpus.models import Document
-from sleuth.embed import DEFAULT_EMBEDDER, make_embedder, minilm_path
+from sleuth.embed import DEFAULT_EMBEDDER, INGEST_BATCH, make_embedder, minilm_path
 from sleuth.embed import onnx as onnx_embed
 from sleuth.index import Index
 from sleuth.tasks import read_2wiki, read_hotpotqa, read_musique
@@ -70,25 +71,27 @@ def st_path() -> Callable[[Sequence[Document]], None]:
 
 def embedder_path(spec: str) -> Callable[[Sequence[Document]], None]:
     embedder = make_embedder(spec)
-    return lambda docs: embedder.embed_documents([text_of(d) for d in docs], batch_size=128)
+    return lambda docs: embedder.embed_documents(
+        [text_of(d) for d in docs], batch_size=INGEST_BATCH
+    )
 
 
 def ingest_path(spec: str, tmp: Path) -> Callable[[Sequence[Document]], None]:
+    """Each round's documents are ingested into the same index, as one growing corpus."""
     make_embedder(spec)  # loaded once, outside the timing, as a long-running process would
-
-    def run(docs: Sequence[Document]) -> None:
-        folder = Path(tempfile.mkdtemp(dir=tmp))
-        Index.create(folder / "ix", embedder=spec).ingest(docs)
-
-    return run
+    folder = Path(tempfile.mkdtemp(dir=tmp)) / "ix"
+    return lambda docs: Index.create(folder, embedder=spec).ingest(docs)
 
 
 def timed_rounds(
-    paths: dict[str, Callable[[Sequence[Document]], None]], docs: list[Document], rounds: int
+    paths: dict[str, Callable[[Sequence[Document]], None]],
+    docs: list[Document],
+    rounds: int,
+    warm: list[Document],
 ) -> dict[str, float]:
     """Seconds per path over all rounds; every round runs every path on its own slice."""
-    for run in paths.values():  # warm-up: first session run, allocator, Chroma start
-        run(docs[:8])
+    for run in paths.values():  # warm-up (other texts): first session run, Chroma start
+        run(warm)
     seconds = dict.fromkeys(paths, 0.0)
     size = -(-len(docs) // rounds)
     for r in range(rounds):
@@ -134,7 +137,8 @@ def main() -> None:
     ap.add_argument("--sweep", type=int, default=0, help="chunks for the batch/thread sweep")
     ap.add_argument("--torch", action="store_true", help="also time minilm and ingest:minilm")
     args = ap.parse_args()
-    docs = paragraphs(args.n)
+    docs = paragraphs(args.n + 8)
+    docs, warm = docs[: args.n], docs[args.n :]
     cores = onnx_embed.default_threads()
     console.print(
         f"{len(docs)} chunks, {args.rounds} rounds, {cores} cores, load {os.getloadavg()}"
@@ -151,7 +155,7 @@ def main() -> None:
         if args.torch:
             paths["minilm"] = embedder_path("minilm")
             paths["ingest:minilm"] = ingest_path("minilm", Path(tmp))
-        seconds = timed_rounds(paths, docs, args.rounds)
+        seconds = timed_rounds(paths, docs, args.rounds, warm)
     report(seconds, len(docs))
 
 

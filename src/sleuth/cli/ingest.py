@@ -8,7 +8,7 @@ from typing import Annotated
 import typer
 
 from sleuth.cli.common import IndexOpt, JsonOpt, app, at_least, cli_errors, console
-from sleuth.embed import DEFAULT_EMBEDDER, EMBEDDER_CHOICES
+from sleuth.embed import DEFAULT_EMBEDDER, EMBEDDER_CHOICES, INGEST_BATCH
 
 
 @app.command()
@@ -24,7 +24,9 @@ def ingest(
     chroma_url: Annotated[
         str | None, typer.Option(help="Use a Chroma server (http://host:port).")
     ] = None,
-    batch_size: Annotated[int, typer.Option(help="Chunks embedded per batch.")] = 128,
+    batch_size: Annotated[
+        int, typer.Option(help="Chunks per embedder call and Chroma write.")
+    ] = INGEST_BATCH,
     collection: Annotated[
         str | None, typer.Option(help="Chroma collection name (default: unique to the index).")
     ] = None,

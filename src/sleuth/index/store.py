@@ -32,7 +32,7 @@ import numpy as np
 
 from sleuth.corpus.chunking import chunk_document
 from sleuth.corpus.models import Chunk, Document
-from sleuth.embed import DEFAULT_EMBEDDER, Embedder, make_embedder, vector_space
+from sleuth.embed import DEFAULT_EMBEDDER, INGEST_BATCH, Embedder, make_embedder, vector_space
 from sleuth.errors import IndexIncompleteError, InputError
 from sleuth.index.chroma import chroma_client, create_collection, first_line, read_only_copy
 from sleuth.index.ingest_checks import check_ingest_inputs, check_new_settings
@@ -294,7 +294,10 @@ class Index:
 
     # -- ingest ------------------------------------------------------------------------
     def ingest(
-        self, docs: Sequence[Document], batch_size: int = 128, progress: Progress | None = None
+        self,
+        docs: Sequence[Document],
+        batch_size: int = INGEST_BATCH,
+        progress: Progress | None = None,
     ) -> IngestResult:
         """Chunk, embed and add ``docs``, replacing earlier versions; resumable if interrupted.
 
@@ -360,11 +363,21 @@ class Index:
             written: Future[None] | None = None
             for i in range(0, len(order), batch_size):
                 rows = order[i : i + batch_size]
-                vectors = embedder.embed_documents([texts[j] for j in rows], batch_size=batch_size)
+                start = done
+
+                def step(n: int) -> None:
+                    nonlocal done
+                    done += n
+                    if progress:
+                        progress("embedding", done, total)
+
+                vectors = embedder.embed_documents(
+                    [texts[j] for j in rows], batch_size=batch_size, progress=step
+                )
+                done = start + len(rows)  # whether or not the embedder reported its steps
                 if written is not None:
                     written.result()  # one batch in flight: memory stays bounded
                 written = writer.submit(self._write, [chunks[j] for j in rows], vectors)
-                done += len(rows)
                 if progress:
                     progress("embedding", done, total)
             if written is not None:
