@@ -30,9 +30,10 @@ RECIPE = 2
 """Bump when the export below changes, so caches made by the old recipe are not reused."""
 MAX_TOKENS = 256
 """all-MiniLM-L6-v2's ``max_seq_length`` (sentence_bert_config.json): longer texts are cut."""
-INFER_BATCH = 16
-"""Texts per onnxruntime call; measured on 2 cores (benchmarks/embed_speed.py): past ~16 the
-attention's padding and cache misses cost more than the per-call overhead saves."""
+INFER_BATCH = 8
+"""Texts per onnxruntime call. int8, 200 staged paragraphs sorted by length, 2 cores
+(``benchmarks/embed_speed.py --sweep``): 135 chunks/s at 8, 118 at 16, 94 at 32, 86 at 64;
+2 threads ran at 1.9x one thread."""
 VARIANTS = ("fp32", "int8")
 _SOURCE_FILES = ("model.safetensors", "config.json", "tokenizer.json")
 _export_lock = threading.Lock()
