@@ -7,6 +7,7 @@ ingest record and into the options of ``score``, ``eval`` and ``run``.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import inspect
 import json
@@ -162,7 +163,10 @@ def _snapshot(folder: Path) -> dict[str, str]:
 def _invoke_clean(argv: list[str], watched: Path) -> int:
     """Run the CLI; exit 0, or exit 2 with one line and ``watched`` unchanged."""
     before = _snapshot(watched) if watched.exists() else None
-    result = CliRunner().invoke(app, argv)
+    sandbox = watched if watched.is_dir() else watched.parent
+    sandbox.mkdir(parents=True, exist_ok=True)
+    with contextlib.chdir(sandbox):  # a relative path a value names lands here, not in the repo
+        result = CliRunner().invoke(app, argv)
     assert not isinstance(result.exception, Exception), result.exception  # no traceback
     assert result.exit_code in (0, 2), (argv, result.stderr)
     if result.exit_code == 2:

@@ -25,6 +25,7 @@ from rich.console import Console
 from rich.table import Table
 
 from sleuth.corpus.models import Document
+from sleuth.embed import DEFAULT_EMBEDDER
 from sleuth.errors import ConfigError, IndexIncompleteError, InputError
 from sleuth.harness import BudgetConfig, HarnessConfig, load_trajectory
 from sleuth.index import Index
@@ -134,7 +135,7 @@ def build_or_reuse_index(path: Path, docs: list[Document], console: Console) -> 
             return index
     except (InputError, IndexIncompleteError):
         pass
-    index = Index.create(path, embedder="minilm")
+    index = Index.create(path, embedder=DEFAULT_EMBEDDER)
     keep = {d.id for d in docs}
     if index.manifest.state == "ready":
         index.remove_documents([d for d in index.documents if d not in keep])

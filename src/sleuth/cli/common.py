@@ -85,7 +85,7 @@ IndexOpt = Annotated[Path, typer.Option("--index", "-i", help="Index folder.")]
 JsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON.")]
 
 
-def _at_least(value: float | None, minimum: float, option: str) -> None:
+def at_least(value: float | None, minimum: float, option: str) -> None:
     """Refuse a numeric option below ``minimum`` (None means unset); NaN is refused too."""
     if value is not None and not value >= minimum:
         raise InputError(f"{option} must be at least {minimum}, got {value}")

@@ -12,7 +12,7 @@ from sleuth.cli.common import (
     BaseUrlOpt,
     IndexOpt,
     JsonOpt,
-    _at_least,
+    at_least,
     cli_errors,
     console,
     datagen_app,
@@ -41,7 +41,7 @@ def datagen_offline(
     from sleuth.io import atomic_write_text, check_file_target
     from sleuth.tasks import save_tasks
 
-    _at_least(n, 1, "--n")
+    at_least(n, 1, "--n")
     check_file_target(out, "--out")
     if report:
         check_file_target(report, "--report")

@@ -7,7 +7,8 @@ from typing import Annotated
 
 import typer
 
-from sleuth.cli.common import IndexOpt, JsonOpt, app, cli_errors, console, progress_bar
+from sleuth.cli.common import IndexOpt, JsonOpt, app, at_least, cli_errors, console
+from sleuth.embed import DEFAULT_EMBEDDER, EMBEDDER_CHOICES, INGEST_BATCH
 
 
 @app.command()
@@ -17,15 +18,15 @@ def ingest(
         list[Path], typer.Argument(help="JSONL files, folders, zips, mbox/.eml files.")
     ],
     index: IndexOpt,
-    embedder: Annotated[
-        str, typer.Option(help="minilm | hash[:DIM] | st:PATH | openai:MODEL@URL")
-    ] = "minilm",
+    embedder: Annotated[str, typer.Option(help=EMBEDDER_CHOICES)] = DEFAULT_EMBEDDER,
     chunk_tokens: Annotated[int, typer.Option(help="Max o200k tokens per chunk.")] = 512,
     overlap_tokens: Annotated[int, typer.Option(help="Tokens shared by consecutive chunks.")] = 48,
     chroma_url: Annotated[
         str | None, typer.Option(help="Use a Chroma server (http://host:port).")
     ] = None,
-    batch_size: Annotated[int, typer.Option(help="Chunks embedded per batch.")] = 128,
+    batch_size: Annotated[
+        int, typer.Option(help="Chunks per embedder call and Chroma write.")
+    ] = INGEST_BATCH,
     collection: Annotated[
         str | None, typer.Option(help="Chroma collection name (default: unique to the index).")
     ] = None,
@@ -43,32 +44,22 @@ def ingest(
             "(defaults 64MiB, 1GiB, 100, 100000)."
         ),
     ] = None,
+    progress_every: Annotated[
+        float, typer.Option(help="Seconds between progress lines when not on a terminal.")
+    ] = 10.0,
     as_json: JsonOpt = False,
 ) -> None:
     """Read, chunk, embed and index documents (resumable: rerun the same command after a crash)."""
-    from sleuth.api import Index, load_documents
-    from sleuth.corpus.files import ArchiveLimits, ReadOptions
-    from sleuth.index.chroma import no_write_client
-    from sleuth.index.ingest_checks import check_ingest_inputs, check_new_settings, clean_documents
-    from sleuth.index.manifest import read_manifest
+    from sleuth.api import Index
+    from sleuth.index.ingest_checks import check_new_settings
+    from sleuth.progress import rate_progress
 
     # Every option first, then the documents: bad input writes nothing.
     check_new_settings(embedder, chunk_tokens, overlap_tokens, collection)
-    options = ReadOptions(follow_links, ArchiveLimits.parse(archive_limits or ""))
-    if repair:
-        read_manifest(index)  # only an existing index can be repaired
-    max_batch = no_write_client(chroma_url).get_max_batch_size()
-    docs, changed = clean_documents([] if repair else load_documents(paths, fmt, options))
-    check_ingest_inputs(docs, batch_size, max_batch)
-    for line in options.skipped:
-        console.print(f"skipped {line}", markup=False, highlight=False)
-    if changed:
-        console.print(
-            f"warning: lone surrogates replaced by U+FFFD in {len(changed)} document(s): "
-            f"{', '.join(changed[:5])}{' ...' if len(changed) > 5 else ''}",
-            markup=False,
-            highlight=False,
-        )
+    at_least(progress_every, 0.1, "--progress-every")
+    docs = _checked_documents(
+        paths, fmt, index, repair, chroma_url, batch_size, follow_links, archive_limits
+    )
     idx = Index.create(
         index,
         embedder=embedder,
@@ -80,16 +71,51 @@ def ingest(
     if repair:
         stats = idx.repair()
     else:
-        with progress_bar() as bar:
-            task = bar.add_task("embedding chunks", total=None)
-
-            def report(phase: str, done: int, total: int) -> None:
-                bar.update(task, completed=done, total=total)
-
-            stats = idx.ingest(docs, batch_size=batch_size, progress=report)
+        with rate_progress(console, "embedding chunks", "chunks", progress_every) as update:
+            stats = idx.ingest(
+                docs,
+                batch_size=batch_size,
+                progress=lambda _phase, done, total: update(done, total),
+            )
     if as_json:
         print(stats.model_dump_json())
     else:
         console.print(
             f"indexed {stats.index_documents} documents / {stats.index_chunks} chunks in {index}"
         )
+
+
+def _checked_documents(
+    paths: list[Path],
+    fmt: str | None,
+    index: Path,
+    repair: bool,
+    chroma_url: str | None,
+    batch_size: int,
+    follow_links: bool,
+    archive_limits: str | None,
+) -> list:
+    """The documents to ingest, read and checked before anything is written (none to repair)."""
+    from sleuth.api import load_documents
+    from sleuth.corpus.files import ArchiveLimits, ReadOptions
+    from sleuth.index.chroma import no_write_client
+    from sleuth.index.ingest_checks import check_ingest_inputs, clean_documents
+    from sleuth.index.manifest import read_manifest
+
+    options = ReadOptions(follow_links, ArchiveLimits.parse(archive_limits or ""))
+    if repair:
+        read_manifest(index)  # only an existing index can be repaired
+    max_batch = no_write_client(chroma_url).get_max_batch_size()
+    docs, changed = clean_documents([] if repair else load_documents(paths, fmt, options))
+    check_ingest_inputs(docs, batch_size, max_batch)
+    for line in options.skipped:
+        console.print(f"skipped {line}", markup=False, highlight=False)
+    if changed:
+        more = " ..." if len(changed) > 5 else ""
+        console.print(
+            f"warning: lone surrogates replaced by U+FFFD in {len(changed)} document(s): "
+            f"{', '.join(changed[:5])}{more}",
+            markup=False,
+            highlight=False,
+        )
+    return docs

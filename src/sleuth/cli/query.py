@@ -22,9 +22,9 @@ from sleuth.cli.common import (
     PolicyOpt,
     RankerOpt,
     ReplyTokensOpt,
-    _at_least,
     _harness_config,
     app,
+    at_least,
     chosen_policy,
     cli_errors,
     console,
@@ -62,9 +62,9 @@ def run(
     from sleuth.api import Agent
     from sleuth.io import check_file_target
 
-    _at_least(max_reply_tokens, 1, "--max-reply-tokens")
-    _at_least(budget, 1, "--budget")
-    _at_least(max_turns, 1, "--max-turns")
+    at_least(max_reply_tokens, 1, "--max-reply-tokens")
+    at_least(budget, 1, "--budget")
+    at_least(max_turns, 1, "--max-turns")
     if trajectory is not None:
         check_file_target(trajectory, "--trajectory")
     if model and not base_url and not Path(model).exists():
@@ -153,10 +153,10 @@ def eval_cmd(
     from sleuth.io import check_folder_target
     from sleuth.tasks import load_tasks
 
-    _at_least(limit, 1, "--limit")
-    _at_least(max_reply_tokens, 1, "--max-reply-tokens")
-    _at_least(budget, 1, "--budget")
-    _at_least(max_turns, 1, "--max-turns")
+    at_least(limit, 1, "--limit")
+    at_least(max_reply_tokens, 1, "--max-reply-tokens")
+    at_least(budget, 1, "--budget")
+    at_least(max_turns, 1, "--max-turns")
     check_folder_target(out, "--out")
     eval_config = EvalConfig(
         concurrency=concurrency,

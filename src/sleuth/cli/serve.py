@@ -15,7 +15,7 @@ from sleuth.cli.common import (
     ModelOpt,
     PolicyOpt,
     ReplyTokensOpt,
-    _at_least,
+    at_least,
     cli_errors,
     serve_app,
 )
@@ -58,7 +58,7 @@ def serve_mcp(
 
     if not 1 <= port <= 65535:
         raise InputError(f"--port must be between 1 and 65535, got {port}")
-    _at_least(max_reply_tokens, 1, "--max-reply-tokens")
+    at_least(max_reply_tokens, 1, "--max-reply-tokens")
     if http:  # before a model loads (serve checks again, for callers of the library)
         from sleuth.serve.http import check_bindable, http_notice
 

@@ -24,6 +24,7 @@ import shutil
 import uuid
 import weakref
 from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Self
 
@@ -31,7 +32,7 @@ import numpy as np
 
 from sleuth.corpus.chunking import chunk_document
 from sleuth.corpus.models import Chunk, Document
-from sleuth.embed import Embedder, make_embedder
+from sleuth.embed import DEFAULT_EMBEDDER, INGEST_BATCH, Embedder, make_embedder, vector_space
 from sleuth.errors import IndexIncompleteError, InputError
 from sleuth.index.chroma import chroma_client, create_collection, first_line, read_only_copy
 from sleuth.index.fields import IndexFields, date_fields, document_metadata, save_fields
@@ -120,7 +121,7 @@ class Index(IndexFields):
     def create(
         cls,
         path: str | Path,
-        embedder: str = "minilm",
+        embedder: str = DEFAULT_EMBEDDER,
         chunk_tokens: int = 512,
         overlap_tokens: int = 48,
         chroma_url: str | None = None,
@@ -181,6 +182,16 @@ class Index(IndexFields):
                 update=wanted | {"dim": None, "state": "ready", "pending": None}
             )
             return index  # never filled: the settings are still free (written by ingest)
+        built = index.manifest.embedder
+        if vector_space(built) != vector_space(embedder):
+            raise InputError(
+                f"index was built with embedder {built!r}, whose vectors {embedder!r} cannot "
+                "extend or search; ingest into a new index, or use the same embedder",
+                source=str(path),
+            )
+        if built != embedder:  # same vectors, another path (e.g. ONNX for torch): embed with it
+            index._embedder = make_embedder(embedder)
+        wanted.pop("embedder")
         for key, value in wanted.items():
             if getattr(index.manifest, key) != value:
                 raise InputError(
@@ -224,7 +235,14 @@ class Index(IndexFields):
         return self._embedder
 
     def _check_dim(self, embedder: Embedder) -> None:
-        """Vectors of another dimension than the stored ones would fail deep inside Chroma."""
+        """Vectors of another space or dimension than the stored ones would rank nonsense or
+        fail deep inside Chroma."""
+        if vector_space(embedder.spec) != vector_space(self.manifest.embedder):
+            raise InputError(
+                f"index was built with embedder {self.manifest.embedder!r}, whose vectors "
+                f"{embedder.spec!r} cannot search; search with the embedder it was built with",
+                source=str(self.path),
+            )
         expected = self.manifest.dim
         if expected is None and self.collection.count():
             got = self.collection.get(limit=1, include=["embeddings"])["embeddings"]
@@ -283,7 +301,10 @@ class Index(IndexFields):
 
     # -- ingest ------------------------------------------------------------------------
     def ingest(
-        self, docs: Sequence[Document], batch_size: int = 128, progress: Progress | None = None
+        self,
+        docs: Sequence[Document],
+        batch_size: int = INGEST_BATCH,
+        progress: Progress | None = None,
     ) -> IngestResult:
         """Chunk, embed and add ``docs``, replacing earlier versions; resumable if interrupted.
 
@@ -295,7 +316,7 @@ class Index(IndexFields):
         docs = clean_documents(docs)[0]  # lone surrogates as U+FFFD (the CLI warns of them)
         with folder_lock(self.path, "this index"):
             m = self.manifest
-            settings = {"embedder": m.embedder, "chunk_tokens": m.chunk_tokens}
+            settings = {"embedder": vector_space(m.embedder), "chunk_tokens": m.chunk_tokens}
             settings["overlap_tokens"] = m.overlap_tokens
             fp = _fingerprint(docs, settings)
             if m.state == "ingesting" and m.pending != fp:
@@ -340,21 +361,44 @@ class Index(IndexFields):
     def _add(
         self, chunks: list[Chunk], batch_size: int, progress: Progress | None, total: int, done: int
     ) -> None:
+        """Embed in batches of similar length (sorted: a batch pads to its longest text) while a
+        writer thread stores the previous batch, so Chroma's writes hide behind the model."""
         if progress:
             progress("embedding", done, total)
-        for i in range(0, len(chunks), batch_size):
-            batch = chunks[i : i + batch_size]
-            texts = [_search_text(c) for c in batch]
-            vectors = self.embedder.embed_documents(texts, batch_size=batch_size)
-            self.collection.upsert(
-                ids=[c.id for c in batch],
-                embeddings=vectors,
-                documents=[c.text for c in batch],
-                metadatas=[{**c.metadata, "sha": _chunk_sha(c)} for c in batch],
-            )
-            done += len(batch)
-            if progress:
-                progress("embedding", done, total)
+        texts = [_search_text(c) for c in chunks]
+        order = sorted(range(len(chunks)), key=lambda i: len(texts[i]))
+        embedder = self.embedder
+        with ThreadPoolExecutor(1, thread_name_prefix="sleuth-write") as writer:
+            written: Future[None] | None = None
+            for i in range(0, len(order), batch_size):
+                rows = order[i : i + batch_size]
+                start = done
+
+                def step(n: int) -> None:
+                    nonlocal done
+                    done += n
+                    if progress:
+                        progress("embedding", done, total)
+
+                vectors = embedder.embed_documents(
+                    [texts[j] for j in rows], batch_size=batch_size, progress=step
+                )
+                done = start + len(rows)  # whether or not the embedder reported its steps
+                if written is not None:
+                    written.result()  # one batch in flight: memory stays bounded
+                written = writer.submit(self._write, [chunks[j] for j in rows], vectors)
+                if progress:
+                    progress("embedding", done, total)
+            if written is not None:
+                written.result()
+
+    def _write(self, batch: list[Chunk], vectors: np.ndarray) -> None:
+        self.collection.upsert(
+            ids=[c.id for c in batch],
+            embeddings=vectors,
+            documents=[c.text for c in batch],
+            metadatas=[{**c.metadata, "sha": _chunk_sha(c)} for c in batch],
+        )
 
     def _delete_stale(self, doc_ids: list[str], keep: set[str]) -> None:
         """Drop the chunks of ``doc_ids`` that the new versions did not overwrite."""

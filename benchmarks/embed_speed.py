@@ -1,0 +1,200 @@
+"""Chunks/s of each MiniLM path and of `sleuth ingest`, side by side on the same chunks (issue 26).
+
+Texts: the first N unique paragraphs of the staged HotpotQA, MuSiQue and 2Wiki samples (title +
+text, as ingest embeds them; each paragraph is one chunk). The N chunks are cut into R rounds;
+every round runs every path on its own slice, one path after the other, so a load change on the
+shared machine hits all paths alike. Paths:
+
+- ``st-fp32``: plain sentence-transformers (torch fp32), ``encode`` at batch 64
+- ``minilm-onnx`` / ``minilm-onnx-int8`` (and with ``--torch`` the torch ``minilm``): sleuth's
+  embedders, called as ingest calls them (``INGEST_BATCH`` texts a call)
+- ``ingest:SPEC``: ``Index.create`` + ``Index.ingest`` of the round's documents into one index per
+  path that grows round by round (chunking, sorting, embedding, Chroma writes, BM25 rebuilt each
+  round), the whole end-to-end cost
+
+``--whole`` then times one ingest of all N against the embedder alone on all N (A B B A).
+``--sweep`` first times the int8 path at each onnxruntime batch size and thread count.
+
+    python benchmarks/embed_speed.py --n 2000 --rounds 4
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+
+from rich.console import Console
+from rich.table import Table
+
+from sleuth.corpus.models import Document
+from sleuth.embed import DEFAULT_EMBEDDER, INGEST_BATCH, make_embedder, minilm_path
+from sleuth.embed import onnx as onnx_embed
+from sleuth.index import Index
+from sleuth.tasks import read_2wiki, read_hotpotqa, read_musique
+
+SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+console = Console(width=140)
+
+
+def paragraphs(n: int) -> list[Document]:
+    """The first ``n`` unique paragraphs, taken round-robin from the three samples."""
+    pools = [
+        read_hotpotqa(SHARED / "hotpotqa_distractor_dev")[0],
+        read_musique(SHARED / "musique_ans_dev")[0],
+        read_2wiki(SHARED / "2wikimultihopqa_dev")[0],
+    ]
+    seen: dict[str, Document] = {}
+    for group in zip(*pools, strict=False):
+        for d in group:
+            seen.setdefault(d.id, d)
+    docs = list(seen.values())
+    if len(docs) < n:
+        raise SystemExit(f"only {len(docs)} paragraphs staged; use --n {len(docs)} or less")
+    return docs[:n]
+
+
+def text_of(d: Document) -> str:
+    return f"{d.title}\n{d.text}" if d.title else d.text
+
+
+def st_path() -> Callable[[Sequence[Document]], None]:
+    from sentence_transformers import SentenceTransformer
+
+    model = SentenceTransformer(minilm_path(), device="cpu", local_files_only=True)
+    return lambda docs: model.encode(
+        [text_of(d) for d in docs], batch_size=64, normalize_embeddings=True
+    )
+
+
+def embedder_path(spec: str) -> Callable[[Sequence[Document]], None]:
+    embedder = make_embedder(spec)
+    return lambda docs: embedder.embed_documents(
+        [text_of(d) for d in docs], batch_size=INGEST_BATCH
+    )
+
+
+def ingest_path(spec: str, tmp: Path) -> Callable[[Sequence[Document]], None]:
+    """Each round's documents are ingested into the same index, as one growing corpus."""
+    make_embedder(spec)  # loaded once, outside the timing, as a long-running process would
+    folder = Path(tempfile.mkdtemp(dir=tmp)) / "ix"
+    return lambda docs: Index.create(folder, embedder=spec).ingest(docs)
+
+
+def timed_rounds(
+    paths: dict[str, Callable[[Sequence[Document]], None]],
+    docs: list[Document],
+    rounds: int,
+    warm: list[Document],
+) -> dict[str, float]:
+    """Seconds per path over all rounds; every round runs every path on its own slice."""
+    for run in paths.values():  # warm-up (other texts): first session run, Chroma start
+        run(warm)
+    seconds = dict.fromkeys(paths, 0.0)
+    size = -(-len(docs) // rounds)
+    for r in range(rounds):
+        part = docs[r * size : (r + 1) * size]
+        for name, run in paths.items():
+            t0 = time.perf_counter()
+            run(part)
+            seconds[name] += time.perf_counter() - t0
+        done = {k: f"{(r + 1) * len(part) / v:.1f}" for k, v in seconds.items()}
+        console.print(f"round {r + 1}/{rounds}: chunks/s so far {done}")
+    return seconds
+
+
+def whole_ingest(docs: list[Document], tmp: Path) -> float:
+    """Ingest ÷ its embedder alone, each over all the documents in one call, timed A B B A (a
+    fresh index each time): a user's one ingest pays its fixed costs once, not once a round."""
+    embed, seconds = embedder_path(DEFAULT_EMBEDDER), {"alone": 0.0, "ingest": 0.0}
+
+    def ingest(part: Sequence[Document]) -> None:
+        folder = Path(tempfile.mkdtemp(dir=tmp)) / "ix"
+        Index.create(folder, embedder=DEFAULT_EMBEDDER).ingest(part)
+
+    for name in ("alone", "ingest", "ingest", "alone"):
+        t0 = time.perf_counter()
+        (embed if name == "alone" else ingest)(docs)
+        seconds[name] += time.perf_counter() - t0
+    rate = {k: 2 * len(docs) / v for k, v in seconds.items()}
+    console.print(
+        f"one ingest of all {len(docs)} chunks ({DEFAULT_EMBEDDER}): {rate['ingest']:.1f} "
+        f"chunks/s, embedder alone {rate['alone']:.1f}: {rate['ingest'] / rate['alone']:.2f}x"
+    )
+    return rate["ingest"] / rate["alone"]
+
+
+def sweep(docs: list[Document], batches: Sequence[int], threads: Sequence[int]) -> None:
+    """Chunks/s of the int8 path per onnxruntime batch size and thread count (interleaved)."""
+    texts = [text_of(d) for d in docs]
+    models = {t: onnx_embed.OnnxMiniLM(minilm_path(), "int8", "sweep", threads=t) for t in threads}
+    keys = [(t, b) for t in threads for b in batches]
+    seconds = dict.fromkeys(keys, 0.0)
+    default = onnx_embed.INFER_BATCH
+    try:
+        for half in (texts[::2], texts[1::2]):
+            for t, b in keys:
+                onnx_embed.INFER_BATCH = b
+                t0 = time.perf_counter()
+                models[t].embed_documents(half, batch_size=max(batches))
+                seconds[(t, b)] += time.perf_counter() - t0
+    finally:
+        onnx_embed.INFER_BATCH = default
+    table = Table(title=f"int8 sweep, {len(texts)} chunks (chunks/s)")
+    table.add_column("threads")
+    for b in batches:
+        table.add_column(f"batch {b}", justify="right")
+    for t in threads:
+        table.add_row(str(t), *(f"{len(texts) / seconds[(t, b)]:.1f}" for b in batches))
+    console.print(table)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--n", type=int, default=2000, help="chunks (paragraphs)")
+    ap.add_argument("--rounds", type=int, default=4)
+    ap.add_argument("--sweep", type=int, default=0, help="chunks for the batch/thread sweep")
+    ap.add_argument("--whole", action="store_true", help="also one ingest of all N (A B B A)")
+    ap.add_argument("--torch", action="store_true", help="also time minilm and ingest:minilm")
+    args = ap.parse_args()
+    docs = paragraphs(args.n + 8)
+    docs, warm = docs[: args.n], docs[args.n :]
+    cores = onnx_embed.default_threads()
+    console.print(
+        f"{len(docs)} chunks, {args.rounds} rounds, {cores} cores, load {os.getloadavg()}"
+    )
+    if args.sweep:
+        sweep(docs[: args.sweep], [8, 16, 32, 64], sorted({1, cores}))
+    with tempfile.TemporaryDirectory() as tmp:
+        paths = {
+            "st-fp32": st_path(),
+            "minilm-onnx": embedder_path("minilm-onnx"),
+            "minilm-onnx-int8": embedder_path("minilm-onnx-int8"),
+            f"ingest:{DEFAULT_EMBEDDER}": ingest_path(DEFAULT_EMBEDDER, Path(tmp)),
+        }
+        if args.torch:
+            paths["minilm"] = embedder_path("minilm")
+            paths["ingest:minilm"] = ingest_path("minilm", Path(tmp))
+        seconds = timed_rounds(paths, docs, args.rounds, warm)
+        if args.whole:
+            whole_ingest(docs, Path(tmp))
+    report(seconds, len(docs))
+
+
+def report(seconds: dict[str, float], n: int) -> None:
+    rate = {k: n / v for k, v in seconds.items()}
+    table = Table(title=f"{n} chunks, same run (load {os.getloadavg()[0]:.1f})")
+    for col in ("path", "chunks/s", "x st-fp32", "x own embedder"):
+        table.add_column(col, justify="left" if col == "path" else "right")
+    for name, r in rate.items():
+        own = rate.get(name.removeprefix("ingest:")) if name.startswith("ingest:") else None
+        own_cell = f"{r / own:.2f}" if own else ""
+        table.add_row(name, f"{r:.1f}", f"{r / rate['st-fp32']:.2f}", own_cell)
+    console.print(table)
+
+
+if __name__ == "__main__":
+    main()
