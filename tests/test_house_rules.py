@@ -35,3 +35,21 @@ def test_no_function_over_80_lines():
                     if length > MAX_FUNCTION_LINES:
                         long.append(f"{path.relative_to(ROOT)}:{node.name} ({length})")
     assert not long, f"split these functions: {long}"
+
+
+def test_nothing_stray_is_tracked_at_the_top():
+    """A test that writes into the working folder once got its output committed: keep the top
+    of the repository to what belongs there."""
+    import shutil
+    import subprocess
+
+    import pytest
+
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout")
+    files = subprocess.run(
+        ["git", "ls-files", "-z"], cwd=ROOT, capture_output=True, check=True
+    ).stdout.split(b"\0")
+    top = {f.split(b"/")[0].decode("utf-8", "replace") for f in files if f}
+    allowed = {".ci", ".gitignore", "README.md", "pyproject.toml", "benchmarks", "docs", "src"}
+    assert top <= allowed | {"tests"}, f"stray tracked paths: {sorted(top - allowed - {'tests'})}"
