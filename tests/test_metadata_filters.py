@@ -21,13 +21,10 @@ from sleuth.harness.loop import Harness, HarnessConfig
 from sleuth.index import Index
 from sleuth.index.where import check_where, matches
 from sleuth.policies.filters import has_filter_cue, question_filter
-from sleuth.policies.heuristic import filtered_first
 from sleuth.policies.manifest import PolicyManifest
 from sleuth.policies.spec import build_policy
-from sleuth.policies.transcript import ToolReply
-from sleuth.tools.spec import DESCRIBE, ORIGINAL_TOOLS, SEARCH, TOOL_NAMES
+from sleuth.tools.spec import DESCRIBE, ORIGINAL_TOOLS, TOOL_NAMES
 from sleuth.tools.toolbox import Toolbox
-from sleuth.tools.types import ChunkHit
 from tests.test_cli import sleuth
 
 SENDERS = ["a@x.com", "b@x.com", "c@x.com"]
@@ -286,18 +283,6 @@ def test_the_default_policy_describes_then_filters_when_the_question_names_a_sen
     # an adapter trained on the original four: never offered describe_corpus, never describes
     old = Harness(tools, factory(0), HarnessConfig(tools=ORIGINAL_TOOLS))
     assert all(e.name != DESCRIBE.name for e in _events(old.run("What did b@x.com send?")))
-
-
-def test_filtered_first_keeps_each_group_in_order():
-    search = SEARCH.name
-    hit = ChunkHit(id="c_0", doc_id="c", text="t", tokens=1)
-    seen = [
-        ToolReply(search, {"query": "q", "where": {"from": "x"}}, [hit]),
-        ToolReply(search, {"query": "q"}, []),
-    ]
-    ranked = [("a", 0.9), ("b", 0.8), ("c", 0.1)]
-    assert filtered_first(ranked, seen) == [("c", 0.1), ("a", 0.9), ("b", 0.8)]
-    assert filtered_first(ranked, seen[1:]) == ranked
 
 
 def test_readers_keep_dates_as_dates(tmp_path):

@@ -38,7 +38,7 @@ from sleuth.ranking.text import (
     stems,
 )
 from sleuth.tools.rrf import rrf
-from sleuth.tools.spec import DESCRIBE_CORPUS, PRUNE_CHUNKS, READ_DOCUMENT, SEARCH_CORPUS, WHERE
+from sleuth.tools.spec import DESCRIBE_CORPUS, PRUNE_CHUNKS, READ_DOCUMENT, SEARCH_CORPUS
 
 _QUOTED = re.compile(r"[\"“”]([^\"“”]{3,})[\"“”]")
 _CLAUSE_BREAK = re.compile(
@@ -101,7 +101,7 @@ class HeuristicAgent:
                 if index == first + 1 and ranked and _has_more_chunks(ranked[0][0], seen):
                     calls.append(call(READ_DOCUMENT, doc_id=ranked[0][0]))
                 return turn(*calls)
-        return self.answer(question, filtered_first(ranked, seen), seen)
+        return self.answer(question, ranked, seen)
 
     def _describe_first(self, messages: list[dict[str, Any]], question: str) -> bool:
         """Filters on, the tool offered (the system prompt names it) and a cue in the question."""
@@ -232,21 +232,6 @@ def trail(seen: list[ToolReply], title_of: Any) -> tuple[list[SeenDoc], list[Sea
             for rank, doc in enumerate(order, start=1):
                 docs[doc].ranks.append((number, rank))
     return list(docs.values()), searches
-
-
-def filtered_first(
-    ranked: list[tuple[str, float]], seen: list[ToolReply]
-) -> list[tuple[str, float]]:
-    """``ranked`` with the documents a filtered search showed first (each group keeps its order):
-    the filter was built only when the question named its sender / date / type unambiguously, so
-    what passed it is what the question asks about. Unchanged when no search was filtered."""
-    passed = {
-        doc_id_of(c.id)
-        for o in seen
-        if o.tool == SEARCH_CORPUS and WHERE in o.arguments
-        for c in o.chunks
-    }
-    return sorted(ranked, key=lambda pair: pair[0] not in passed) if passed else ranked
 
 
 def rank_by_rrf(
