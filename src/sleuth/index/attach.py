@@ -1,0 +1,491 @@
+"""Bring your own Chroma collection: an index whose dense side is a collection the user made.
+
+``attach`` opens a collection in a persistent Chroma folder or on a Chroma server and builds
+sleuth's lexical and grep sides (and metadata fields) from its documents, ids and metadatas;
+``sync`` rebuilds them when the collection has changed (a full lexical rebuild: bm25s has no
+incremental update) and reports what was added, changed (by content hash) or deleted.
+
+The user's collection is never written to. A server is only read (``get``, ``query``,
+``count``). Chroma's embedded client writes to its folder on open (SQLite, HNSW files), so a
+folder is opened from a private copy in a temporary folder, made at each sync and each open.
+
+Ids: each record is one document; its id is the document id and its one chunk is
+``<id>_0``, so ``doc_id_of`` maps every chunk back to the user's id. Records without a document
+(vectors only) are left out. Queries are embedded with the collection's own persisted embedding
+function (chromadb's ``default`` is all-MiniLM-L6-v2, which sleuth ships: ``minilm``) or an
+embedder the user names, whose dimension must match the stored vectors.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import tempfile
+import weakref
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from sleuth.corpus.models import doc_id_of
+from sleuth.embed import Embedder, make_embedder, parse_embedder_spec
+from sleuth.errors import InputError
+from sleuth.index.chroma import first_line, no_write_client
+from sleuth.index.fields import describe, document_metadata, save_fields
+from sleuth.index.lexical import LEXICAL_FORMAT, ChunkRow, LexicalIndex
+from sleuth.index.manifest import (
+    MANIFEST,
+    AttachedSource,
+    IndexManifest,
+    SyncResult,
+    read_manifest,
+)
+from sleuth.io import atomic_write_text, check_folder_target, folder_lock
+from sleuth.tokens import count_tokens
+
+COLLECTION_EF = "collection"
+"""The embedder spec meaning "the embedding function the collection was created with"."""
+SYNCED = "synced.json"
+_PAGE = 1000
+
+
+def chunk_of(record_id: str) -> str:
+    return f"{record_id}_0"
+
+
+def record_of(chunk_id: str) -> str:
+    return doc_id_of(chunk_id)
+
+
+# -- the user's collection, opened without writing ---------------------------------------
+def _check_chroma_folder(path: Path) -> None:
+    if not (path / "chroma.sqlite3").is_file():
+        raise InputError(
+            "not a Chroma folder (no chroma.sqlite3); give the path a chromadb.PersistentClient "
+            "was opened with",
+            source=str(path),
+        )
+
+
+def _private_copy(path: Path) -> Path:
+    """A copy of a Chroma folder to open: Chroma writes to the folder it opens."""
+    tmp = Path(tempfile.mkdtemp(prefix="sleuth-attach-"))
+    try:
+        shutil.copytree(path, tmp / "chroma", symlinks=True)
+    except OSError as e:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise InputError(
+            f"cannot copy the Chroma folder to read it: {e}", source=str(path)
+        ) from None
+    return tmp
+
+
+def _signature(path: Path) -> list[tuple[str, int, int]]:
+    """Every file's (name, size, mtime): changes while a folder is copied and read show here."""
+    out = []
+    for p in sorted(path.rglob("*")):
+        if p.is_file():
+            st = p.stat()
+            out.append((str(p.relative_to(path)), st.st_size, st.st_mtime_ns))
+    return out
+
+
+def _client(source: AttachedSource, copy: Path | None):
+    import chromadb
+    from chromadb.config import Settings
+
+    if source.chroma_url:
+        return no_write_client(source.chroma_url)
+    assert copy is not None
+    settings = Settings(anonymized_telemetry=False, allow_reset=False)
+    try:
+        return chromadb.PersistentClient(path=str(copy / "chroma"), settings=settings)
+    except Exception as e:  # noqa: BLE001 - chromadb raises many types for an unusable store
+        raise InputError(
+            f"cannot open Chroma data: {first_line(e)}", source=where(source)
+        ) from None
+
+
+def where(source: AttachedSource) -> str:
+    return source.chroma_url or source.chroma_path or "?"
+
+
+def _collection(client: Any, source: AttachedSource) -> Any:
+    """The named collection, opened without an embedding function (we build our own)."""
+    try:
+        return client.get_collection(source.collection, embedding_function=None)
+    except Exception as e:  # noqa: BLE001 - NotFoundError, or an unreadable store
+        try:
+            names = sorted(c.name for c in client.list_collections())
+        except Exception:  # noqa: BLE001
+            names = []
+        has = f"it has: {', '.join(names[:10])}" if names else "it has no collections"
+        raise InputError(
+            f"no Chroma collection {source.collection!r} ({first_line(e)}); {has}",
+            source=where(source),
+        ) from None
+
+
+@contextmanager
+def opened(source: AttachedSource) -> Iterator[tuple[Any, Callable[[], bool]]]:
+    """``(collection, changed)`` for one read of the user's collection; ``changed()`` says
+    whether a folder's files changed since the copy began. The copy is removed afterwards."""
+    if not source.chroma_path:
+        yield _collection(_client(source, None), source), lambda: False
+        return
+    path = Path(source.chroma_path)
+    _check_chroma_folder(path)
+    before = _signature(path)
+    copy = _private_copy(path)
+    try:
+        yield _collection(_client(source, copy), source), lambda: _signature(path) != before
+    finally:
+        shutil.rmtree(copy, ignore_errors=True)
+
+
+# -- embedding queries -----------------------------------------------------------------
+class ChromaEmbedder:
+    """A collection's persisted Chroma embedding function as a sleuth embedder (unit vectors)."""
+
+    def __init__(self, function: Any, name: str):
+        self.function = function
+        self.spec = f"{COLLECTION_EF}:{name}"
+        self.dim = len(self.embed_query("dimension probe"))
+
+    def embed_documents(
+        self, texts: Sequence[str], batch_size: int = 64, progress: Any = None
+    ) -> np.ndarray:
+        vecs = np.asarray(self.function(list(texts)), dtype=np.float32)
+        if progress:
+            progress(len(texts))
+        return vecs / np.maximum(np.linalg.norm(vecs, axis=1, keepdims=True), 1e-12)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self.embed_documents([text])[0]
+
+
+def collection_embedder(spec: str, collection: Any, source: AttachedSource) -> Embedder:
+    """The embedder ``spec`` names; ``collection``: the one the collection was created with."""
+    if spec != COLLECTION_EF:
+        return make_embedder(spec)
+    config = (collection.configuration_json or {}).get("embedding_function") or {}
+    name = config.get("name")
+    if name == "default":  # chromadb's default is all-MiniLM-L6-v2 (ONNX, downloaded on use)
+        return make_embedder("minilm")
+    if not name or config.get("type") == "legacy":
+        raise InputError(
+            f"collection {source.collection!r} has no persisted embedding function; name one "
+            "with --embedder",
+            source=where(source),
+        )
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        function = collection.configuration.get("embedding_function")
+        return ChromaEmbedder(function, name)
+    except Exception as e:  # noqa: BLE001 - any failure to build or run it
+        raise InputError(
+            f"cannot build collection {source.collection!r}'s embedding function {name!r} "
+            f"({first_line(e)}); name one with --embedder",
+            source=where(source),
+        ) from None
+
+
+def stored_dim(collection: Any) -> int | None:
+    got = collection.get(limit=1, include=["embeddings"])["embeddings"]
+    return None if got is None or len(got) == 0 else len(got[0])
+
+
+def check_dim(embedder: Embedder, dim: int | None, source: AttachedSource) -> None:
+    if dim is not None and embedder.dim != dim:
+        raise InputError(
+            f"collection {source.collection!r} holds {dim}-dimensional vectors but embedder "
+            f"{embedder.spec!r} makes {embedder.dim}; name an embedder of {dim} dimensions",
+            source=where(source),
+        )
+
+
+# -- the dense side of an open attached index -------------------------------------------
+class AttachedCollection:
+    """The user's collection as an :class:`~sleuth.index.store.Index`'s dense side: only the
+    reads the store makes (``count``, ``query``, ``get`` by id), in sleuth's chunk ids, limited
+    to the records the last sync saw. It has no method that writes."""
+
+    def __init__(self, collection: Any, manifest: IndexManifest, synced: frozenset[str]):
+        assert manifest.source is not None
+        self.collection = collection
+        self.source = manifest.source
+        self.synced = synced
+        self.n = manifest.chunks
+        self.embedder_spec = manifest.embedder
+
+    def count(self) -> int:
+        return self.n
+
+    def embedder(self) -> Embedder:
+        return collection_embedder(self.embedder_spec, self.collection, self.source)
+
+    def query(self, query_embeddings: list, n_results: int, include: list, where: Any = None):
+        """Nearest synced records, as distances ``d`` with ``1 - d`` the similarity of unit
+        vectors whatever the collection's space (``l2`` stores squared distances)."""
+        live = self.collection.count()
+        extra = max(0, live - self.n)  # records added since the sync come back and are dropped
+        n = min(live, n_results + extra)
+        if n <= 0:
+            return {"ids": [[]], "distances": [[]]}
+        res = self.collection.query(
+            query_embeddings=query_embeddings, n_results=n, include=["distances"], where=where
+        )
+        scale = 0.5 if self.source.space == "l2" else 1.0
+        pairs = [
+            (chunk_of(rid), float(d) * scale)
+            for rid, d in zip(res["ids"][0], res["distances"][0], strict=True)
+            if rid in self.synced
+        ][:n_results]
+        return {"ids": [[i for i, _ in pairs]], "distances": [[d for _, d in pairs]]}
+
+    def get(self, ids: list[str] | None = None, include: Any = None, **_: Any) -> dict:
+        """Stored vectors of chunk ids (unit length; zeros for a record deleted since the sync).
+        Anything else would read the collection's current state, not the synced one."""
+        if ids is None:
+            raise InputError(
+                "the lexical side of this attached index is missing or stale; run "
+                "`sleuth index sync --index PATH`"
+            )
+        got = self.collection.get(ids=[record_of(c) for c in ids], include=["embeddings"])
+        by_id = dict(zip(got["ids"], got["embeddings"], strict=True))
+        vecs = [
+            np.asarray(by_id[record_of(c)], np.float32) if record_of(c) in by_id else None
+            for c in ids
+        ]
+        dim = next((len(v) for v in vecs if v is not None), 1)
+        out = [
+            np.zeros(dim, np.float32) if v is None else v / max(float(np.linalg.norm(v)), 1e-12)
+            for v in vecs
+        ]
+        return {"ids": list(ids), "embeddings": out}
+
+
+def open_attached(path: Path, manifest: IndexManifest) -> tuple[Any, AttachedCollection]:
+    """The client and dense side of an attached index (a folder's copy lives as long as they)."""
+    source = manifest.source
+    assert source is not None
+    copy = None
+    if source.chroma_path:
+        _check_chroma_folder(Path(source.chroma_path))
+        copy = _private_copy(Path(source.chroma_path))
+    client = _client(source, copy)
+    synced = frozenset(_read_synced(path))
+    dense = AttachedCollection(_collection(client, source), manifest, synced)
+    if copy is not None:
+        weakref.finalize(dense, shutil.rmtree, copy, True)
+    return client, dense
+
+
+def read_only_error(path: Path, manifest: IndexManifest) -> InputError:
+    return InputError(
+        f"this index mirrors Chroma collection {manifest.collection!r}: change that collection, "
+        "then run `sleuth index sync`",
+        source=str(path),
+    )
+
+
+# -- attach and sync -------------------------------------------------------------------
+def attach(
+    path: str | os.PathLike[str],
+    collection: str,
+    *,
+    chroma_path: str | os.PathLike[str] | None = None,
+    chroma_url: str | None = None,
+    embedder: str | None = None,
+) -> SyncResult:
+    """Make ``path`` an index over an existing collection; every check runs before a write,
+    and a failed attach leaves no folder.
+
+    Raises:
+        InputError: not exactly one of ``chroma_path``/``chroma_url``, a folder that is not
+            Chroma's, a missing collection, an embedder of another dimension, an index there.
+    """
+    path = Path(path)
+    if (chroma_path is None) == (chroma_url is None):
+        raise InputError("give one of --chroma-path DIR or --chroma-url URL")
+    if not collection:
+        raise InputError("--collection: give the name of the collection to attach")
+    check_folder_target(path, "--index")
+    if path.exists() and any(path.iterdir()):
+        hint = "; to update it run `sleuth index sync`" if (path / MANIFEST).exists() else ""
+        raise InputError(f"folder exists and is not empty{hint}", source=str(path))
+    if embedder is not None:
+        parse_embedder_spec(embedder)
+    folder = None if chroma_path is None else Path(chroma_path).absolute()
+    if folder is not None:
+        _check_chroma_folder(folder)
+    source = AttachedSource(
+        chroma_path=None if folder is None else str(folder),
+        chroma_url=chroma_url,
+        collection=collection,
+    )
+    manifest = IndexManifest(
+        embedder=embedder or COLLECTION_EF,
+        chunk_tokens=0,
+        overlap_tokens=0,
+        collection=collection,
+        state="ready",
+        generation=0,
+        documents=0,
+        chunks=0,
+        source=source,
+    )
+    existed = path.exists()
+    try:
+        return _sync(path, manifest, on_open=_checked_source)
+    except BaseException:
+        if existed:
+            for p in path.iterdir():
+                shutil.rmtree(p) if p.is_dir() else p.unlink()
+        else:
+            shutil.rmtree(path, ignore_errors=True)
+        raise
+
+
+def _checked_source(collection: Any, manifest: IndexManifest) -> IndexManifest:
+    """The manifest of a new attach, once the collection's embedder is built and its dimension
+    checked (before anything is read)."""
+    assert manifest.source is not None
+    config = collection.configuration_json or {}
+    space = str((config.get("hnsw") or {}).get("space") or "l2")
+    source = manifest.source.model_copy(update={"space": space})
+    built = collection_embedder(manifest.embedder, collection, source)
+    dim = stored_dim(collection)
+    check_dim(built, dim, source)
+    return manifest.model_copy(update={"source": source, "dim": dim or built.dim})
+
+
+def sync(path: str | os.PathLike[str]) -> SyncResult:
+    """Bring an attached index up to date with its collection.
+
+    Raises:
+        InputError: not an attached index, its source gone, or the collection changed while it
+            was read (nothing is written then; rerun the sync).
+        BusyError: another process is writing this index.
+    """
+    path = Path(path)
+    manifest = read_manifest(path)
+    if manifest.source is None:
+        raise InputError(
+            "not an attached index (made by `sleuth ingest`; update it with `sleuth ingest`)",
+            source=str(path),
+        )
+    return _sync(path, manifest)
+
+
+def _sync(
+    path: Path,
+    manifest: IndexManifest,
+    on_open: Callable[[Any, IndexManifest], IndexManifest] | None = None,
+) -> SyncResult:
+    source = manifest.source
+    assert source is not None
+    with folder_lock(path, "this index"):
+        with opened(source) as (col, folder_changed):
+            if on_open is not None:
+                manifest = on_open(col, manifest)
+            start = _ids_digest(col)
+            records = read_records(col)
+            if _ids_digest(col) != start or folder_changed() or len(records) != start[0]:
+                raise InputError(
+                    f"collection {source.collection!r} changed while it was read; nothing was "
+                    "written: rerun the sync",
+                    source=where(source),
+                )
+        old = _read_synced(path)
+        hashes = {rid: _record_sha(doc, meta) for rid, doc, meta in records if doc is not None}
+        result = SyncResult(
+            records=len(hashes),
+            added=sum(rid not in old for rid in hashes),
+            changed=sum(rid in old and old[rid] != h for rid, h in hashes.items()),
+            deleted=sum(rid not in hashes for rid in old),
+            skipped=len(records) - len(hashes),
+            synced_at=datetime.now(UTC).isoformat(timespec="seconds"),
+        )
+        _write(path, manifest, records, hashes, result)
+    return result
+
+
+def _write(
+    path: Path,
+    manifest: IndexManifest,
+    records: list[tuple[str, str | None, dict[str, Any]]],
+    hashes: dict[str, str],
+    result: SyncResult,
+) -> None:
+    """The lexical side, the hashes, the fields, then the manifest: a crash before the manifest
+    leaves a lexical stamp the manifest does not match, which open reports (rerun the sync)."""
+    generation = manifest.generation + 1
+    rows, doc_meta = [], {}
+    for rid, doc, meta in records:
+        if doc is None:
+            continue
+        title = meta.get("title")
+        rows.append(
+            ChunkRow(
+                chunk_of(rid),
+                rid,
+                0,
+                doc,
+                count_tokens(doc),
+                title if isinstance(title, str) else "",
+            )
+        )
+        doc_meta[rid] = document_metadata(meta)
+    stamp = {"generation": generation, "chunks": len(rows), "format": LEXICAL_FORMAT}
+    lexical = LexicalIndex.build(rows, stamp, doc_meta)
+    lexical.save(path / "lexical")
+    atomic_write_text(path / SYNCED, json.dumps(hashes, ensure_ascii=False))
+    save_fields(path, describe(doc_meta.values(), []) | {"generation": generation})
+    assert manifest.source is not None
+    source = manifest.source.model_copy(update={"last_sync": result})
+    update = {"generation": generation, "documents": len(rows), "chunks": len(rows)}
+    done = manifest.model_copy(update=update | {"source": source})
+    atomic_write_text(path / MANIFEST, done.model_dump_json(indent=2))
+
+
+def read_records(collection: Any) -> list[tuple[str, str | None, dict[str, Any]]]:
+    """Every record's (id, document, metadata), a page at a time."""
+    out: list[tuple[str, str | None, dict[str, Any]]] = []
+    offset = 0
+    while True:
+        got = collection.get(include=["documents", "metadatas"], limit=_PAGE, offset=offset)
+        metas = got["metadatas"] or [None] * len(got["ids"])
+        for rid, doc, meta in zip(got["ids"], got["documents"], metas, strict=True):
+            out.append((rid, doc, dict(meta or {})))
+        if len(got["ids"]) < _PAGE:
+            return out
+        offset += _PAGE
+
+
+def _ids_digest(collection: Any) -> tuple[int, str]:
+    """The collection's count and a hash of its sorted ids: what a sync compares before and
+    after its read to see a collection that changed meanwhile."""
+    n, ids, offset = collection.count(), [], 0
+    while offset < n:
+        ids += collection.get(include=[], limit=_PAGE, offset=offset)["ids"]
+        offset += _PAGE
+    return n, hashlib.sha256("\0".join(sorted(ids)).encode()).hexdigest()
+
+
+def _record_sha(doc: str | None, meta: dict[str, Any]) -> str:
+    payload = json.dumps([doc, meta], sort_keys=True, ensure_ascii=False, default=str)
+    return hashlib.sha1(payload.encode()).hexdigest()
+
+
+def _read_synced(path: Path) -> dict[str, str]:
+    try:
+        data = json.loads((path / SYNCED).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
