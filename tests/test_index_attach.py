@@ -266,3 +266,35 @@ def test_attach_to_a_real_chroma_server(request, tmp_path, monkeypatch):
     with pytest.raises(InputError, match="changed while it was read"):
         index.sync()
     client.delete_collection("my_notes")
+
+
+def test_chromadbs_default_function_is_served_by_the_shipped_minilm(tmp_path):
+    """A collection made without an embedding function persists chromadb's ``default`` (ONNX
+    all-MiniLM-L6-v2, downloaded on use): sleuth embeds with its own offline copy of that model.
+    A record without a document is skipped; an empty collection attaches and finds nothing."""
+    import chromadb
+
+    from sleuth.embed import make_embedder
+
+    minilm = make_embedder("minilm")
+    client = chromadb.PersistentClient(path=str(tmp_path / "user"))
+    col = client.create_collection("plain")  # the user never named an embedding function
+    ids, texts, metas = _records(30)
+    col.add(ids=ids, documents=texts, metadatas=metas, embeddings=minilm.embed_documents(texts))
+    col.add(ids=["vectors-only"], embeddings=minilm.embed_documents(["no text kept"]))
+    client.create_collection("empty")
+    index = Index.attach(tmp_path / "ix", "plain", chroma_path=tmp_path / "user")
+    assert index.embedder.spec == "minilm" and len(index) == 30
+    assert index.manifest.source is not None and index.manifest.source.space == "l2"
+    last = index.manifest.source.last_sync
+    assert last is not None and (last.records, last.skipped) == (30, 1)
+    cfg = ToolConfig()
+    for query in QUERIES[:2]:
+        vec = minilm.embed_query(query).tolist()
+        dense = col.query(query_embeddings=[vec], n_results=cfg.dense_k)["ids"][0]
+        lexical = [cid for cid, _ in index.lexical_search(query, cfg.bm25_k)]
+        fused = rrf([lexical, [f"{rid}_0" for rid in dense if rid in ids]], k=cfg.rrf_k)
+        assert [c.id for c in index.search(query, k=10).chunks] == [c for c, _ in fused[:10]]
+    empty = Index.attach(tmp_path / "ix-empty", "empty", chroma_path=tmp_path / "user")
+    result = empty.search("anything", k=5)
+    assert result.chunks == [] and result.error is None

@@ -136,15 +136,29 @@ def opened(source: AttachedSource) -> Iterator[tuple[Any, Callable[[], bool]]]:
     """``(collection, changed)`` for one read of the user's collection; ``changed()`` says
     whether a folder's files changed since the copy began. The copy is removed afterwards."""
     if not source.chroma_path:
-        yield _collection(_client(source, None), source), lambda: False
+        client = _client(source, None)
+        try:
+            yield _collection(client, source), lambda: False
+        finally:
+            _release(client, None)
         return
     path = Path(source.chroma_path)
     _check_chroma_folder(path)
     before = _signature(path)
     copy = _private_copy(path)
+    client = None
     try:
-        yield _collection(_client(source, copy), source), lambda: _signature(path) != before
+        client = _client(source, copy)
+        yield _collection(client, source), lambda: _signature(path) != before
     finally:
+        _release(client, copy)
+
+
+def _release(client: Any, copy: Path | None) -> None:
+    """Close a client (Chroma keeps one system per path open until then) and drop its copy."""
+    if client is not None:
+        client.close()
+    if copy is not None:
         shutil.rmtree(copy, ignore_errors=True)
 
 
@@ -278,11 +292,15 @@ def open_attached(path: Path, manifest: IndexManifest) -> tuple[Any, AttachedCol
     if source.chroma_path:
         _check_chroma_folder(Path(source.chroma_path))
         copy = _private_copy(Path(source.chroma_path))
-    client = _client(source, copy)
-    synced = frozenset(_read_synced(path))
-    dense = AttachedCollection(_collection(client, source), manifest, synced)
-    if copy is not None:
-        weakref.finalize(dense, shutil.rmtree, copy, True)
+    client = None
+    try:
+        client = _client(source, copy)
+        synced = frozenset(_read_synced(path))
+        dense = AttachedCollection(_collection(client, source), manifest, synced)
+    except BaseException:
+        _release(client, copy)
+        raise
+    weakref.finalize(dense, _release, client, copy)
     return client, dense
 
 
