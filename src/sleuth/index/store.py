@@ -33,7 +33,7 @@ from sleuth.corpus.chunking import chunk_document
 from sleuth.corpus.models import Chunk, Document
 from sleuth.embed import Embedder, make_embedder
 from sleuth.errors import IndexIncompleteError, InputError
-from sleuth.index.attach import open_attached, read_only_error
+from sleuth.index.attached import open_attached, read_only_error
 from sleuth.index.chroma import chroma_client, create_collection, first_line, read_only_copy
 from sleuth.index.fields import IndexFields, date_fields, document_metadata, save_fields
 from sleuth.index.ingest_checks import check_ingest_inputs, check_new_settings, clean_documents
