@@ -298,3 +298,27 @@ def test_chromadbs_default_function_is_served_by_the_shipped_minilm(tmp_path):
     empty = Index.attach(tmp_path / "ix-empty", "empty", chroma_path=tmp_path / "user")
     result = empty.search("anything", k=5)
     assert result.chunks == [] and result.error is None
+
+
+def test_a_lost_lexical_side_asks_for_a_sync_which_restores_it(tmp_path, small_index):
+    user = tmp_path / "user"
+    _folder_collection(user)
+    out = tmp_path / "ix"
+    Index.attach(out, "my_notes", chroma_path=user)
+    shutil.rmtree(out / "lexical")
+    line = _one_line_error(["tools", "search", "film", "--index", str(out)])
+    assert "run `sleuth index sync" in line
+    result = CliRunner().invoke(app, ["index", "sync", "--index", str(out)])
+    assert result.exit_code == 0, result.stderr
+    said = " ".join(result.stderr.split())  # the console wraps long lines
+    assert "synced 60 records" in said and "0 added, 0 changed, 0 deleted" in said
+    result = CliRunner().invoke(app, ["tools", "search", "film", "--index", str(out), "--json"])
+    assert result.exit_code == 0 and '"id"' in result.stdout
+    assert "not an attached index" in _one_line_error(
+        ["index", "sync", "--index", str(small_index)]
+    )
+    docs = tmp_path / "docs.jsonl"
+    docs.write_text('{"id": "x", "text": "y"}\n')
+    assert "mirrors Chroma collection" in _one_line_error(
+        ["ingest", str(docs), "--index", str(out)]
+    )

@@ -208,8 +208,11 @@ class AttachedCollection:
     reads the store makes (``count``, ``query``, ``get`` by id), in sleuth's chunk ids, limited
     to the records the last sync saw. It has no method that writes."""
 
-    def __init__(self, collection: Any, manifest: IndexManifest, synced: frozenset[str]):
+    def __init__(
+        self, path: Path, collection: Any, manifest: IndexManifest, synced: frozenset[str]
+    ):
         assert manifest.source is not None
+        self.path = path
         self.collection = collection
         self.source = manifest.source
         self.synced = synced
@@ -249,7 +252,8 @@ class AttachedCollection:
         if ids is None:
             raise InputError(
                 "the lexical side of this attached index is missing or stale; run "
-                "`sleuth index sync --index PATH`"
+                f"`sleuth index sync --index {self.path}`",
+                source=str(self.path),
             )
         got = self.collection.get(ids=[record_of(c) for c in ids], include=["embeddings"])
         by_id = dict(zip(got["ids"], got["embeddings"], strict=True))
@@ -277,7 +281,7 @@ def open_attached(path: Path, manifest: IndexManifest) -> tuple[Any, AttachedCol
     try:
         client = _client(source, copy)
         synced = frozenset(read_synced(path))
-        dense = AttachedCollection(_collection(client, source), manifest, synced)
+        dense = AttachedCollection(path, _collection(client, source), manifest, synced)
     except BaseException:
         _release(client, copy)
         raise
