@@ -207,8 +207,22 @@ def test_a_folder_that_is_not_chroma_is_refused(tmp_path):
         argv = ["index", "attach", "--chroma-path", str(folder), "--collection", "c"]
         line = _one_line_error([*argv, "--index", str(tmp_path / "ix")])
         assert "not a Chroma folder" in line
+    for url, message in [
+        ("ftp://host", "give http://HOST:PORT"),
+        (_dead_url(), "no Chroma server"),
+    ]:
+        argv = ["index", "attach", "--chroma-url", url, "--collection", "c"]
+        assert message in _one_line_error([*argv, "--index", str(tmp_path / "ix")])
     assert not (tmp_path / "missing").exists() and not (tmp_path / "ix").exists()
     assert [p.name for p in plain.iterdir()] == ["notes.txt"]
+
+
+def _dead_url() -> str:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
 
 
 def test_a_collection_that_changes_during_sync_is_refused(tmp_path, monkeypatch):

@@ -40,6 +40,7 @@ from sleuth.index.attached import (
     stored_dim,
     where,
 )
+from sleuth.index.chroma import no_write_client
 from sleuth.index.fields import describe, document_metadata, save_fields
 from sleuth.index.lexical import LEXICAL_FORMAT, ChunkRow, LexicalIndex
 from sleuth.index.manifest import (
@@ -49,7 +50,7 @@ from sleuth.index.manifest import (
     SyncResult,
     read_manifest,
 )
-from sleuth.io import atomic_write_text, check_folder_target, folder_lock
+from sleuth.io import LOCK_FILE, atomic_write_text, check_folder_target, folder_lock
 from sleuth.tokens import count_tokens
 
 _PAGE = 1000
@@ -77,7 +78,7 @@ def attach(
     if not collection:
         raise InputError("--collection: give the name of the collection to attach")
     check_folder_target(path, "--index")
-    if path.exists() and any(path.iterdir()):
+    if path.exists() and any(p.name != LOCK_FILE for p in path.iterdir()):
         hint = "; to update it run `sleuth index sync`" if (path / MANIFEST).exists() else ""
         raise InputError(f"folder exists and is not empty{hint}", source=str(path))
     if embedder is not None:
@@ -85,6 +86,8 @@ def attach(
     folder = None if chroma_path is None else Path(chroma_path).absolute()
     if folder is not None:
         check_chroma_folder(folder)
+    if chroma_url is not None:
+        no_write_client(chroma_url).close()  # a bad URL or no server: before any write
     source = AttachedSource(
         chroma_path=None if folder is None else str(folder),
         chroma_url=chroma_url,
