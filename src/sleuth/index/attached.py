@@ -51,10 +51,11 @@ def check_chroma_folder(path: Path) -> None:
 
 
 def _private_copy(path: Path) -> Path:
-    """A copy of a Chroma folder to open: Chroma writes to the folder it opens."""
+    """A copy of a Chroma folder to open: Chroma writes to the folder it opens. Links are
+    followed (copied as what they point to), so no write can reach the user's files through one."""
     tmp = Path(tempfile.mkdtemp(prefix="sleuth-attach-"))
     try:
-        shutil.copytree(path, tmp / "chroma", symlinks=True)
+        shutil.copytree(path, tmp / "chroma", symlinks=False)
     except OSError as e:
         shutil.rmtree(tmp, ignore_errors=True)
         raise InputError(
@@ -67,8 +68,11 @@ def _signature(path: Path) -> list[tuple[str, int, int]]:
     """Every file's (name, size, mtime): changes while a folder is copied and read show here."""
     out = []
     for p in sorted(path.rglob("*")):
-        if p.is_file():
+        try:
             st = p.stat()
+        except OSError:  # removed meanwhile: the list itself differs then
+            continue
+        if p.is_file():
             out.append((str(p.relative_to(path)), st.st_size, st.st_mtime_ns))
     return out
 
