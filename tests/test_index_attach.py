@@ -13,6 +13,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from sleuth.api import Index
@@ -336,3 +338,53 @@ def test_a_lost_lexical_side_asks_for_a_sync_which_restores_it(tmp_path, small_i
     assert "mirrors Chroma collection" in _one_line_error(
         ["ingest", str(docs), "--index", str(out)]
     )
+
+
+_POOL = [f"r{i}" for i in range(6)]
+_OPS = st.lists(
+    st.tuples(
+        st.sampled_from(["upsert", "delete"]),
+        st.sampled_from(_POOL),
+        st.sampled_from(["alpha beta", "gamma delta", "epsilon", "alpha gamma zeta"]),
+    ),
+    max_size=8,
+)
+
+
+@settings(max_examples=12, deadline=None)
+@given(ops=_OPS)
+def test_sync_reports_and_mirrors_any_edit_sequence(ops):
+    """After any adds, changes and deletes, a sync reports them against the previous state and the
+    lexical side holds exactly the collection's records (the hash embedder: no model load)."""
+    import tempfile
+
+    import chromadb
+
+    from sleuth.embed import HashEmbedder
+
+    vec = HashEmbedder(8)
+    with tempfile.TemporaryDirectory() as tmp:
+        client = chromadb.PersistentClient(path=f"{tmp}/user")
+        col = client.create_collection("edits", embedding_function=None)
+        model = {rid: f"start {rid}" for rid in _POOL[:3]}
+        col.add(
+            ids=list(model),
+            documents=list(model.values()),
+            embeddings=vec.embed_documents(list(model.values())),
+        )
+        index = Index.attach(f"{tmp}/ix", "edits", chroma_path=f"{tmp}/user", embedder="hash:8")
+        before = dict(model)
+        for kind, rid, text in ops:
+            if kind == "upsert":
+                col.upsert(ids=[rid], documents=[text], embeddings=vec.embed_documents([text]))
+                model[rid] = text
+            else:
+                col.delete(ids=[rid])
+                model.pop(rid, None)
+        result = index.sync()
+        rows = {r.doc_id: r.text for r in index.lexical.rows}
+        client.close()
+    assert result.added == len(model.keys() - before.keys())
+    assert result.deleted == len(before.keys() - model.keys())
+    assert result.changed == sum(model[r] != before[r] for r in model.keys() & before.keys())
+    assert rows == model
