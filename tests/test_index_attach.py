@@ -121,6 +121,10 @@ def test_attached_tools_read_grep_describe_and_where(attached):
     assert hits.chunks and hits.error is None
     ids = {c.doc_id for c in hits.chunks}
     assert all(index.lexical.doc_meta[d]["bucket"] == 1 for d in ids)
+    import sleuth
+
+    run = sleuth.search("Who directed the film?", index=index)  # the whole default agent
+    assert run.documents and {d.id for d in run.documents} <= set(index.documents)
 
 
 def test_attach_and_search_write_nothing_to_the_users_folder(attached, user_folder):
