@@ -4,7 +4,8 @@ The command line and the MCP server call these same functions, so the three cann
 
 * :class:`Index`: ``Index.create(path, embedder=...)`` / ``Index.open(path)``,
   ``index.ingest(paths_or_records)``, and the policy's tools ``index.search``, ``index.grep``,
-  ``index.read`` (each a :class:`ToolResult`).
+  ``index.read`` (each a :class:`ToolResult`); ``Index.attach(path, collection, chroma_path=...)``
+  indexes a Chroma collection you already have, ``index.sync()`` follows its changes.
 * :func:`search` / :func:`asearch`: the whole subagent on one query with any policy spec
   (:class:`RunResult`: ranked documents with justifications, the trajectory path, timings);
   :class:`Agent` builds the policy once for many queries.
@@ -31,6 +32,7 @@ _WHERE = {
     "Index": "sleuth.api.index",
     "Source": "sleuth.api.index",
     "load_documents": "sleuth.api.index",
+    "sync_attached": "sleuth.api.index",
     "Document": "sleuth.corpus.models",
     "InputError": "sleuth.errors",
     "SleuthError": "sleuth.errors",
@@ -40,6 +42,7 @@ _WHERE = {
     "RunResult": "sleuth.harness.run",
     "RunTimings": "sleuth.harness.run",
     "IngestResult": "sleuth.index.manifest",
+    "SyncResult": "sleuth.index.manifest",
     "PolicyOptions": "sleuth.policies.spec",
     "Task": "sleuth.tasks.schema",
     "ToolConfig": "sleuth.tools.toolbox",
@@ -58,13 +61,13 @@ if TYPE_CHECKING:
         open_tools,
         search,
     )
-    from sleuth.api.index import Index, Source, load_documents
+    from sleuth.api.index import Index, Source, load_documents, sync_attached
     from sleuth.corpus.models import Document
     from sleuth.errors import InputError, SleuthError
     from sleuth.eval.runner import EvalConfig
     from sleuth.harness.loop import HarnessConfig
     from sleuth.harness.run import RankedDocument, RunResult, RunTimings
-    from sleuth.index.manifest import IngestResult
+    from sleuth.index.manifest import IngestResult, SyncResult
     from sleuth.policies.spec import PolicyOptions
     from sleuth.tasks.schema import Task
     from sleuth.tools.toolbox import ToolConfig

@@ -21,7 +21,8 @@ from sleuth.corpus.models import Document
 from sleuth.corpus.readers import document_from_record, read_documents
 from sleuth.embed import Embedder
 from sleuth.errors import InputError
-from sleuth.index.manifest import IndexManifest, IngestResult
+from sleuth.index import attach as attaching
+from sleuth.index.manifest import IndexManifest, IngestResult, SyncResult
 from sleuth.index.store import Index as StoreIndex
 from sleuth.index.store import Progress
 from sleuth.tools.rerank import Reranker, make_reranker
@@ -105,6 +106,53 @@ class Index(StoreIndex):
         self._lock = threading.Lock()
         self._toolboxes: dict[tuple[str, ToolConfig], Toolbox] = {}
         self._rerankers: dict[str, Reranker | None] = {}
+
+    @classmethod
+    def attach(
+        cls,
+        path: str | os.PathLike[str],
+        collection: str,
+        *,
+        chroma_path: str | os.PathLike[str] | None = None,
+        chroma_url: str | None = None,
+        embedder: str | None = None,
+    ) -> Index:
+        """Index an existing Chroma collection (``sleuth index attach``) and open it.
+
+        The collection is only read: its vectors answer the dense side, and sleuth's folder at
+        ``path`` holds the lexical and grep sides built from its documents (one document per
+        record, chunk ``<id>_0``). Queries are embedded with the collection's own embedding
+        function unless ``embedder`` names another of the same dimension.
+
+        Args:
+            path: a new (or empty) folder for sleuth's side.
+            collection: the collection's name.
+            chroma_path, chroma_url: where it is (one of them): a persistent Chroma folder or a
+                Chroma server (``http://HOST:PORT``).
+            embedder: an embedder spec (``minilm``, ``st:PATH``...) instead of the collection's.
+
+        Raises:
+            InputError: a missing collection, a folder that is not Chroma's, an embedder of
+                another dimension; nothing is written then.
+        """
+        attaching.attach(
+            path, collection, chroma_path=chroma_path, chroma_url=chroma_url, embedder=embedder
+        )
+        return cls.open(Path(path))
+
+    def sync(self) -> SyncResult:
+        """Pick up the records added, changed or deleted in an attached index's collection since
+        the last sync (:func:`sync_attached`); this object then searches the new state."""
+        result = sync_attached(self.path)
+        fresh = type(self).open(self.path, self._embedder)
+        with self._lock:
+            self.manifest, self.client, self.collection = (
+                fresh.manifest,
+                fresh.client,
+                fresh.collection,
+            )
+            self._lexical, self._fields = fresh._lexical, None
+        return result
 
     def ingest(
         self,
@@ -207,6 +255,18 @@ class Index(StoreIndex):
         """
         config = None if max_tokens is None else tool_config(read_max_tokens=max_tokens)
         return self.tools(None, config).read_document(doc_id, query=query)
+
+
+def sync_attached(path: str | os.PathLike[str]) -> SyncResult:
+    """``sleuth index sync``: rebuild an attached index's lexical side from its collection's
+    current records (a full rebuild), reporting what was added, changed and deleted.
+
+    Raises:
+        InputError: not an attached index, or the collection changed while it was read (nothing
+            is written; rerun it).
+        BusyError: another process is writing this index.
+    """
+    return attaching.sync(path)
 
 
 def _limits(k: int | None, max_tokens: int | None, chunks: str, tokens: str) -> ToolConfig | None:

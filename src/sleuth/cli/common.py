@@ -52,6 +52,10 @@ app = typer.Typer(
 )
 tools_app = typer.Typer(help="Call one retrieval tool as the policy would.", no_args_is_help=True)
 serve_app = typer.Typer(help="Serve sleuth to other programs.", no_args_is_help=True)
+index_app = typer.Typer(
+    help="Indexes over a Chroma collection you already have.", no_args_is_help=True
+)
+app.add_typer(index_app, name="index")
 app.add_typer(tools_app, name="tools")
 app.add_typer(serve_app, name="serve")
 datagen_app = typer.Typer(help="Synthetic multi-hop task pipeline.", no_args_is_help=True)

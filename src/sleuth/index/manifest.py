@@ -7,6 +7,7 @@ Layout of an index folder::
     chroma/             Chroma PersistentClient data (absent when using a Chroma server)
     lexical/            chunk texts + BM25 + documents' metadata (derived; rebuilt when stale)
     fields.json         the metadata fields described (``describe_corpus``; written by ingest)
+    synced.json         an attached index only: each synced record's id and content hash
     pending.json        doc ids of an ingest in progress (for resume and repair)
     .sleuth.lock        one writer at a time (see :func:`sleuth.io.folder_lock`)
 """
@@ -27,6 +28,34 @@ LEGACY_COLLECTION = "sleuth_chunks"
 """The collection every index used before each got its own; old manifests still name it."""
 ID_KEY = "sleuth_index_id"
 """Collection metadata key holding the id of the index that made it."""
+
+
+class SyncResult(BaseModel):
+    """What one ``sleuth index attach``/``sync`` read from the user's collection."""
+
+    schema_version: Literal[1] = 1
+    records: int
+    """Records in the collection with a document (the index's documents and chunks)."""
+    added: int
+    changed: int
+    """Records whose document or metadata hash differs from the last sync's."""
+    deleted: int
+    skipped: int = 0
+    """Records without a document (vectors only): nothing to search lexically, so left out."""
+    synced_at: str
+
+
+class AttachedSource(BaseModel):
+    """The user's Chroma collection an attached index mirrors (read, never written)."""
+
+    chroma_path: str | None = None
+    """Absolute path of a persistent Chroma folder, or None for a server."""
+    chroma_url: str | None = None
+    collection: str
+    space: str = "l2"
+    """The collection's HNSW distance (``l2``, ``cosine``, ``ip``): how its distances become
+    similarities."""
+    last_sync: SyncResult | None = None
 
 
 class IndexManifest(BaseModel):
@@ -51,6 +80,9 @@ class IndexManifest(BaseModel):
     date_fields: list[str] = Field(default_factory=list)
     """Metadata fields that hold dates (stored as epoch seconds; ``describe_corpus`` shows them
     as ISO dates and a ``where`` may name them so)."""
+    source: AttachedSource | None = None
+    """Set on an attached index (:mod:`sleuth.index.attach`): its dense side is this collection;
+    ``embedder`` is ``collection`` (the collection's own embedding function) or a spec."""
 
 
 class IngestResult(BaseModel):

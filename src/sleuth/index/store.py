@@ -34,6 +34,7 @@ from sleuth.corpus.chunking import chunk_document
 from sleuth.corpus.models import Chunk, Document
 from sleuth.embed import DEFAULT_EMBEDDER, INGEST_BATCH, Embedder, make_embedder, vector_space
 from sleuth.errors import IndexIncompleteError, InputError
+from sleuth.index.attached import open_attached, read_only_error
 from sleuth.index.chroma import chroma_client, create_collection, first_line, read_only_copy
 from sleuth.index.fields import IndexFields, date_fields, document_metadata, save_fields
 from sleuth.index.ingest_checks import check_ingest_inputs, check_new_settings, clean_documents
@@ -75,8 +76,12 @@ class Index(IndexFields):
         self.manifest = manifest
         self._embedder = embedder
         self._dim_checked: Embedder | None = None
-        self.client = chroma_client(self._chroma_path(), manifest.chroma_url)
-        self.collection = self._get_collection()
+        self.collection: Any
+        if manifest.source is not None:  # a user's own collection (sleuth.index.attach)
+            self.client, self.collection = open_attached(path, manifest)
+        else:
+            self.client = chroma_client(self._chroma_path(), manifest.chroma_url)
+            self.collection = self._get_collection()
         self.native_hybrid = bool(manifest.native_hybrid)
         self._lexical: LexicalIndex | None = None
         self._fields: dict[str, Any] | None = None
@@ -174,7 +179,9 @@ class Index(IndexFields):
     ) -> Self:
         if not os.access(path, os.W_OK):
             raise InputError("cannot write this index: the folder is read-only", source=str(path))
-        index = cls(path, read_manifest(path))
+        if (manifest := read_manifest(path)).source is not None:
+            raise read_only_error(path, manifest)
+        index = cls(path, manifest)
         wanted = {"embedder": embedder, "chunk_tokens": chunk_tokens}
         wanted["overlap_tokens"] = overlap_tokens
         if index.manifest.generation == 0 and index.collection.count() == 0:
@@ -228,7 +235,8 @@ class Index(IndexFields):
     @property
     def embedder(self) -> Embedder:
         if self._embedder is None:
-            self._embedder = make_embedder(self.manifest.embedder)
+            m = self.manifest  # an attached index embeds as its collection does
+            self._embedder = self.collection.embedder() if m.source else make_embedder(m.embedder)
         if self._dim_checked is not self._embedder:  # once per embedder, not per query
             self._check_dim(self._embedder)
             self._dim_checked = self._embedder
@@ -314,6 +322,7 @@ class Index(IndexFields):
             IndexIncompleteError: an interrupted ingest of other inputs is pending.
         """
         docs = clean_documents(docs)[0]  # lone surrogates as U+FFFD (the CLI warns of them)
+        self._writable()
         with folder_lock(self.path, "this index"):
             m = self.manifest
             settings = {"embedder": vector_space(m.embedder), "chunk_tokens": m.chunk_tokens}
@@ -408,9 +417,6 @@ class Index(IndexFields):
             for j in range(0, len(stale), _PAGE):
                 self.collection.delete(ids=stale[j : j + _PAGE])
 
-    def _delete_docs(self, doc_ids: list[str]) -> None:
-        self._delete_stale(doc_ids, set())
-
     def remove_documents(self, doc_ids: Sequence[str]) -> IngestResult:
         """Delete these documents' chunks and rebuild the lexical side; ids not in the index
         are ignored.
@@ -419,12 +425,13 @@ class Index(IndexFields):
             BusyError: another process is writing this index.
             IndexIncompleteError: an interrupted ingest is pending (resume or repair it first).
         """
+        self._writable()
         with folder_lock(self.path, "this index"):
             if self.manifest.state != "ready":
                 raise IndexIncompleteError(
                     f"{self.path}: an interrupted ingest is pending; resume it or use --repair"
                 )
-            self._delete_docs(list(doc_ids))
+            self._delete_stale(list(doc_ids), set())
             return self._finish(0, 0, skipped=0)
 
     def _finish(self, n_docs: int, n_chunks: int, skipped: int) -> IngestResult:
@@ -452,13 +459,18 @@ class Index(IndexFields):
     def repair(self) -> IngestResult:
         """Roll back an interrupted ingest: drop the chunks of its documents, mark ready.
         Refused (BusyError) while another process is still ingesting."""
+        self._writable()
         with folder_lock(self.path, "this index"):
             pending = self.path / "pending.json"
             doc_ids = json.loads(pending.read_text()) if pending.exists() else []
-            self._delete_docs(doc_ids)
+            self._delete_stale(doc_ids, set())
             result = self._finish(0, 0, 0)
             result.rolled_back_documents = len(doc_ids)
             return result
+
+    def _writable(self) -> None:
+        if self.manifest.source is not None:  # an attached index is synced, never ingested
+            raise read_only_error(self.path, self.manifest)
 
     def _write_manifest(self, **changes: Any) -> None:
         self.manifest = self.manifest.model_copy(update=changes)
