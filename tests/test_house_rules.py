@@ -53,3 +53,12 @@ def test_nothing_stray_is_tracked_at_the_top():
     top = {f.split(b"/")[0].decode("utf-8", "replace") for f in files if f}
     allowed = {".ci", ".gitignore", "README.md", "pyproject.toml", "benchmarks", "docs", "src"}
     assert top <= allowed | {"tests"}, f"stray tracked paths: {sorted(top - allowed - {'tests'})}"
+
+
+def test_no_package_module_over_500_lines():
+    long = {
+        str(p.relative_to(ROOT)): n
+        for p in (ROOT / "src").rglob("*.py")
+        if (n := len(p.read_text().splitlines())) > 500
+    }
+    assert not long, f"split these modules: {long}"

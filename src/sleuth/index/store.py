@@ -47,7 +47,7 @@ from sleuth.index.manifest import (
     check_index_folder,
     read_manifest,
 )
-from sleuth.index.where import Where
+from sleuth.index.reads import IndexReads
 from sleuth.io import atomic_write_text, folder_lock, lock_holder
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
@@ -67,7 +67,7 @@ def _fingerprint(docs: Sequence[Document], settings: dict) -> str:
     return h.hexdigest()
 
 
-class Index(IndexFields):
+class Index(IndexReads, IndexFields):
     """A searchable corpus. Open an existing one with :meth:`open`, build with :meth:`create`;
     its metadata fields and filters come from :class:`~sleuth.index.fields.IndexFields`."""
 
@@ -244,8 +244,9 @@ class Index(IndexFields):
 
     def _check_dim(self, embedder: Embedder) -> None:
         """Vectors of another space or dimension than the stored ones would rank nonsense or
-        fail deep inside Chroma."""
-        if vector_space(embedder.spec) != vector_space(self.manifest.embedder):
+        fail deep inside Chroma (an attached index embeds as its collection does: dimension only)."""
+        space = vector_space(self.manifest.embedder)
+        if not self.manifest.source and vector_space(embedder.spec) != space:
             raise InputError(
                 f"index was built with embedder {self.manifest.embedder!r}, whose vectors "
                 f"{embedder.spec!r} cannot search; search with the embedder it was built with",
@@ -475,66 +476,6 @@ class Index(IndexFields):
     def _write_manifest(self, **changes: Any) -> None:
         self.manifest = self.manifest.model_copy(update=changes)
         atomic_write_text(self.path / MANIFEST, self.manifest.model_dump_json(indent=2))
-
-    # -- retrieval primitives ----------------------------------------------------------
-    def dense_search(
-        self,
-        query_vec: np.ndarray,
-        k: int,
-        exclude: set[str] | frozenset[str] = frozenset(),
-        where: Where | None = None,
-    ) -> list[tuple[str, float]]:
-        """Top-``k`` by cosine similarity, skipping ``exclude`` and chunks a checked ``where``
-        rejects (Chroma filters before ranking): over-fetch by the exclusion set's size so
-        unseen matches are still found when it is large."""
-        total = self.collection.count()
-        if total == 0:
-            return []
-        n = min(total, k + len(exclude))
-        res = self.collection.query(
-            query_embeddings=[query_vec.tolist()], n_results=n, include=["distances"], where=where
-        )
-        hits = [
-            (cid, 1.0 - float(d))
-            for cid, d in zip(res["ids"][0], res["distances"][0], strict=True)
-            if cid not in exclude
-        ]
-        return hits[:k]
-
-    def lexical_search(
-        self,
-        query: str,
-        k: int,
-        exclude: set[str] | frozenset[str] = frozenset(),
-        where: Where | None = None,
-    ) -> list[tuple[str, float]]:
-        """Top-``k`` by BM25, skipping ``exclude`` and the rows a checked ``where`` rejects."""
-        lex = self.lexical
-        drop = lex.rows_for(exclude) if exclude else None
-        if where is not None:
-            rejected = np.flatnonzero(~self.rows_matching(where))
-            drop = rejected if drop is None else np.concatenate([drop, rejected])
-        return lex.search(query, k, drop)
-
-    def chunk(self, chunk_id: str) -> ChunkRow | None:
-        i = self.lexical.row_of.get(chunk_id)
-        return None if i is None else self.lexical.rows[i]
-
-    def document_chunks(self, doc_id: str) -> list[ChunkRow]:
-        return [self.lexical.rows[i] for i in self.lexical.rows_of_doc.get(doc_id, [])]
-
-    def embeddings(self, chunk_ids: list[str]) -> np.ndarray:
-        """Stored dense vectors of ``chunk_ids``, in the given order."""
-        got = self.collection.get(ids=chunk_ids, include=["embeddings"])
-        by_id = dict(zip(got["ids"], got["embeddings"], strict=True))
-        return np.asarray([by_id[c] for c in chunk_ids], dtype=np.float32)
-
-    @property
-    def documents(self) -> list[str]:
-        return list(self.lexical.rows_of_doc)
-
-    def __len__(self) -> int:
-        return len(self.lexical.rows)
 
 
 def _search_text(chunk: Chunk) -> str:

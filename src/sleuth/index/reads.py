@@ -1,0 +1,79 @@
+"""The read side of :class:`~sleuth.index.Index`: the retrieval primitives the tools call
+(dense and BM25 top-k with exclusions and filters, chunk and vector look-ups)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from sleuth.index.lexical import ChunkRow, LexicalIndex
+from sleuth.index.where import Where
+
+
+class IndexReads:
+    """Searches and look-ups over an index's Chroma collection and lexical side."""
+
+    collection: Any
+    lexical: LexicalIndex
+    rows_matching: Callable[[Where], np.ndarray]  # supplied by IndexFields
+
+    def dense_search(
+        self,
+        query_vec: np.ndarray,
+        k: int,
+        exclude: set[str] | frozenset[str] = frozenset(),
+        where: Where | None = None,
+    ) -> list[tuple[str, float]]:
+        """Top-``k`` by cosine similarity, skipping ``exclude`` and chunks a checked ``where``
+        rejects (Chroma filters before ranking): over-fetch by the exclusion set's size so
+        unseen matches are still found when it is large."""
+        total = self.collection.count()
+        if total == 0:
+            return []
+        n = min(total, k + len(exclude))
+        res = self.collection.query(
+            query_embeddings=[query_vec.tolist()], n_results=n, include=["distances"], where=where
+        )
+        hits = [
+            (cid, 1.0 - float(d))
+            for cid, d in zip(res["ids"][0], res["distances"][0], strict=True)
+            if cid not in exclude
+        ]
+        return hits[:k]
+
+    def lexical_search(
+        self,
+        query: str,
+        k: int,
+        exclude: set[str] | frozenset[str] = frozenset(),
+        where: Where | None = None,
+    ) -> list[tuple[str, float]]:
+        """Top-``k`` by BM25, skipping ``exclude`` and the rows a checked ``where`` rejects."""
+        lex = self.lexical
+        drop = lex.rows_for(exclude) if exclude else None
+        if where is not None:
+            rejected = np.flatnonzero(~self.rows_matching(where))
+            drop = rejected if drop is None else np.concatenate([drop, rejected])
+        return lex.search(query, k, drop)
+
+    def chunk(self, chunk_id: str) -> ChunkRow | None:
+        i = self.lexical.row_of.get(chunk_id)
+        return None if i is None else self.lexical.rows[i]
+
+    def document_chunks(self, doc_id: str) -> list[ChunkRow]:
+        return [self.lexical.rows[i] for i in self.lexical.rows_of_doc.get(doc_id, [])]
+
+    def embeddings(self, chunk_ids: list[str]) -> np.ndarray:
+        """Stored dense vectors of ``chunk_ids``, in the given order."""
+        got = self.collection.get(ids=chunk_ids, include=["embeddings"])
+        by_id = dict(zip(got["ids"], got["embeddings"], strict=True))
+        return np.asarray([by_id[c] for c in chunk_ids], dtype=np.float32)
+
+    @property
+    def documents(self) -> list[str]:
+        return list(self.lexical.rows_of_doc)
+
+    def __len__(self) -> int:
+        return len(self.lexical.rows)
