@@ -1,4 +1,4 @@
-"""Chunks/s of each MiniLM path and of `sleuth ingest`, side by side on the same chunks (issue 26).
+"""Chunks/s of each MiniLM path and of `sleuth ingest`, side by side on the same chunks.
 
 Texts: the first N unique paragraphs of the staged HotpotQA, MuSiQue and 2Wiki samples (title +
 text, as ingest embeds them; each paragraph is one chunk). The N chunks are cut into R rounds;

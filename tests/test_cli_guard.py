@@ -1,6 +1,6 @@
 """Every option of every command, bad values included: one line on stderr, never a traceback.
 
-The option list is generated from the typer app itself (issue 28), so an option added tomorrow is
+The option list is generated from the typer app itself, so an option added tomorrow is
 covered the day it is added; the property tests feed arbitrary JSON values into each field of an
 ingest record and into the options of ``score``, ``eval`` and ``run``.
 """

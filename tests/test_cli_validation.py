@@ -1,6 +1,6 @@
 """Bad input on the command line: one line on stderr, exit code 2, nothing written.
 
-Table-driven over every case of issue 13 item 7 (and the ingest cases of item 10). The CLI runs
+Table-driven over every bad-input case we know of. The CLI runs
 in process (typer's runner), so the table costs one import of sleuth, not one per row.
 """
 
@@ -69,7 +69,7 @@ def inputs(tmp_path_factory) -> Path:
 
 
 def _issue_28_inputs(root: Path) -> None:
-    """The files of issue 28's cases: odd ingest records, broken trajectories and results."""
+    """The files of the bad-input cases: odd ingest records, broken trajectories and results."""
     records = {
         "surrogate": '{"id": "a", "text": "bad \\ud800 text"}',
         "reserved": '{"id": "a", "text": "x", "metadata": {"chroma:document": "y"}}',
@@ -193,7 +193,7 @@ def test_bad_input_is_one_line_exit_2_nothing_written(inputs, tmp_path, monkeypa
     assert _snapshot(work) == before
 
 
-# Issue 28: each case, its exit code, a word of its one stderr line, and what it may write
+# Each case, its exit code, a word of its one stderr line, and what it may write
 # (case 12, the size of MCP replies, is in test_mcp_server: it needs the MCP client).
 SCORE = ["score", "--task", "tasks.jsonl", "--trajectory"]
 EVAL = ["eval", "--index", "ix", "--tasks", "tasks.jsonl", "--policy", "single-pass", "--out"]
@@ -297,7 +297,7 @@ def busy_port():
 @pytest.mark.parametrize(
     ("argv", "code", "message", "writes"), [c[1:] for c in ISSUE_28], ids=[c[0] for c in ISSUE_28]
 )
-def test_issue_28_cases(inputs, tmp_path, monkeypatch, busy_port, argv, code, message, writes):
+def test_bad_input_cases(inputs, tmp_path, monkeypatch, busy_port, argv, code, message, writes):
     """Exit 2 with one line and nothing written; or (cases 1, 4) a clean success, and (13) a
     failed run that names the endpoint and the cause, with its trajectory written."""
     work = tmp_path / "w"

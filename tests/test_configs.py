@@ -1,4 +1,4 @@
-"""Settings objects (issue 12 item 5): frozen, and a bad value is a ConfigError naming the setting."""
+"""Settings objects: frozen, and a bad value is a ConfigError naming the setting."""
 
 from __future__ import annotations
 

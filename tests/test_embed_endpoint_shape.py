@@ -1,5 +1,5 @@
 """An embeddings endpoint that answers with the wrong shape gets an error naming the endpoint
-and the shape it should have sent (issue 13, item 4), over a real server on 127.0.0.1."""
+and the shape it should have sent, over a real server on 127.0.0.1."""
 
 from __future__ import annotations
 

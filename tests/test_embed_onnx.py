@@ -1,4 +1,4 @@
-"""The ONNX paths of the shipped MiniLM (issue 26): a reproducible export from the installed
+"""The ONNX paths of the shipped MiniLM: a reproducible export from the installed
 weights, vectors that agree with sentence-transformers', one vector space per index, and the
 ingest progress log when no terminal watches."""
 

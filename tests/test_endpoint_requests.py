@@ -1,5 +1,5 @@
-"""What sleuth sends to OpenAI-compatible servers, and when it sends it again (issue 12 item 6,
-issue 13 items 1 and 2): string content beside tool calls, the client's own retries with the
+"""What sleuth sends to OpenAI-compatible servers, and when it sends it again: string content
+beside tool calls, the client's own retries with the
 deterministic failures and timed-out replies left alone, a cap on each reply's length.
 
 The llama.cpp test runs against a real ``llama_cpp.server`` with SmolLM2 and is skipped where

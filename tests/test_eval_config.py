@@ -1,4 +1,4 @@
-"""One config style (issue 12 item 5): EvalConfig instead of run_eval's keyword arguments, and the
+"""One config style: EvalConfig instead of run_eval's keyword arguments, and the
 report's constants defined once."""
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """An eval against a dead endpoint says so: summary.md counts failed queries and policy errors,
-so 10/10 errors never read as a score of 0 (issue 13, item 4)."""
+so 10/10 errors never read as a score of 0."""
 
 from __future__ import annotations
 

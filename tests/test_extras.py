@@ -1,4 +1,4 @@
-"""Heavy optional features are extras, and a missing one says which (issue 12 item 10)."""
+"""Heavy optional features are extras, and a missing one says which."""
 
 from __future__ import annotations
 

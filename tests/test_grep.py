@@ -47,7 +47,7 @@ class CountingRows(list):
             yield row
 
 
-# -- item 14: cost follows the matches --------------------------------------------------
+# -- cost follows the matches --------------------------------------------------
 def _toolbox_over(texts: list[str]) -> tuple[Toolbox, LexicalIndex]:
     lex = _lexical(texts)
     lex.rows = CountingRows(lex.rows)
@@ -164,7 +164,7 @@ def test_grep_index_round_trips_and_rejects_another_engine_version(tmp_path):
     assert GrepIndex.load(tmp_path / "g") is None
 
 
-# -- item 8: hostile patterns --------------------------------------------------------------
+# -- hostile patterns --------------------------------------------------------------
 def test_exponential_repeat_is_refused_fast_without_memory():
     """Run in a child with an address-space cap: before the fix it compiled to ~20 GB."""
     code = textwrap.dedent(

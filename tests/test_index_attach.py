@@ -1,4 +1,4 @@
-"""Bring your own Chroma collection (issue 25 item 2): ``sleuth index attach`` / ``sync`` over a
+"""Bring your own Chroma collection: ``sleuth index attach`` / ``sync`` over a
 collection made by plain chromadb code, in a folder and on a real ``chroma run`` server.
 
 The collections embed with chromadb's own SentenceTransformerEmbeddingFunction over the shipped

@@ -60,7 +60,7 @@ class CrashingEmbedder(HashEmbedder):
         return super().embed_documents(texts, batch_size, progress)
 
 
-# -- item 3: one collection per index ------------------------------------------------------
+# -- one collection per index ------------------------------------------------------
 
 
 def test_two_indexes_on_one_chroma_server_stay_apart(tmp_path, chroma_server):
@@ -92,7 +92,7 @@ def test_collection_name_is_configurable_and_checked(tmp_path):
     assert not (tmp_path / "bad").exists()
 
 
-# -- item 10: validate before the first write, never delete what was not replaced ----------
+# -- validate before the first write, never delete what was not replaced ----------
 
 
 @pytest.mark.parametrize(
@@ -103,7 +103,7 @@ def test_collection_name_is_configurable_and_checked(tmp_path):
         (_docs("d", 3, "two"), 10**6, "batch size"),
         ([Document(id="d0", text="new text", metadata={"": 1})], 8, "metadata key"),
         ([*_docs("d", 2, "two"), *_docs("d", 1, "three")], 8, "given twice"),
-        # issue 28: what Chroma or sleuth reserve, and values Chroma would store as null
+        # what Chroma or sleuth reserve, and values Chroma would store as null
         *[
             ([Document(id="d0", text="t", metadata={key: 1})], 8, re.escape(f"'{key}' is reserved"))
             for key in ("chroma:document", "#embedding", "$and", "doc_id", "title", "sha")
@@ -122,7 +122,7 @@ def test_bad_reingest_changes_nothing(tmp_path, docs, batch_size, message):
 
 
 def test_lone_surrogates_are_stored_as_replacement_characters(tmp_path):
-    """Issue 28 item 1: as model replies are, never a UnicodeEncodeError mid-ingest."""
+    """A lone surrogate is replaced, as in model replies: never a UnicodeEncodeError mid-ingest."""
     bad = Document(
         id="s\ud800", text="half \udc00 a pair", title="t\ud83d", metadata={"k": "\ud800"}
     )
@@ -242,7 +242,7 @@ def test_dimension_mismatch_is_a_clear_error(tmp_path):
         Index.open(tmp_path / "ix").embedder  # noqa: B018
 
 
-# -- issue 12: the manifest model, and manifests written before it -------------------------
+# -- the manifest model, and manifests written before it -------------------------
 
 SCHEMA_1_KEYS = {
     "schema_version",
@@ -289,7 +289,7 @@ def test_malformed_manifest_is_input_error(tmp_path, content, message):
         Index.open(tmp_path / "ix")
 
 
-# -- item 11: one writer at a time ----------------------------------------------------------
+# -- one writer at a time ----------------------------------------------------------
 
 HOLD_LOCK = """
 import sys, time

@@ -37,7 +37,7 @@ def test_text_is_written_as_utf8_with_lone_surrogates_replaced(tmp_path):
     assert path.read_bytes() == "é\ufffd".encode()
 
 
-# -- issue 28: files sleuth reads back are one InputError naming the file (and line) ----------
+# -- files sleuth reads back are one InputError naming the file (and line) ----------
 
 
 @pytest.mark.parametrize(

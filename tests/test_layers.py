@@ -1,4 +1,4 @@
-"""Imports run one way (issue 12 item 9): corpus → index → tools → harness → reward → eval/train.
+"""Imports run one way: corpus → index → tools → harness → reward → eval/train.
 
 Every ``import`` in ``src/sleuth`` (module level or inside a function) is an edge between two
 modules. A module may import from its own layer or a lower one, never a higher one, and no chain

@@ -243,7 +243,9 @@ def test_streamable_http_on_localhost(index_dir: Path):
         async with streamable_http_client(url) as (read, write), ClientSession(read, write) as s:
             await s.initialize()
             names = {t.name for t in (await s.list_tools()).tools}
-            many = [f"nowhere{i}_0" for i in range(200_000)]  # a 2 MB reply before issue 28
+            many = [
+                f"nowhere{i}_0" for i in range(200_000)
+            ]  # a 2 MB reply before replies were bounded
             pruned = await s.call_tool("prune_chunks", {"chunk_ids": ["nile_0", *many]})
             return names, await s.call_tool("search", {"query": QUESTION}), pruned
 

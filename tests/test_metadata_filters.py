@@ -1,4 +1,4 @@
-"""Metadata filters (issue 25 item 3): one ``where`` grammar with the same semantics on the dense
+"""Metadata filters: one ``where`` grammar with the same semantics on the dense
 side (Chroma) and the lexical/grep side (our evaluator); ``describe_corpus``; the tool set an
 adapter keeps; the default policy's conservative filters."""
 

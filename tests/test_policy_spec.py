@@ -1,5 +1,5 @@
-"""One policy grammar and one builder behind every entry point (issue 12, item 1), and the CLI's
-error contract: sleuth's errors are one line and exit 2, a bug keeps its traceback (item 7)."""
+"""One policy grammar and one builder behind every entry point, and the CLI's
+error contract: sleuth's errors are one line and exit 2, a bug keeps its traceback."""
 
 from __future__ import annotations
 
@@ -263,7 +263,7 @@ def test_one_place_builds_policies():
     assert places == {"policies/spec.py"}
 
 
-# ---------------------------------------------------------------- CLI errors (item 7)
+# ---------------------------------------------------------------- CLI errors
 
 
 def test_the_default_policy_runs_when_none_is_given(small_index, tmp_path):

@@ -1,4 +1,4 @@
-"""Typed records (issue 12 item 4): eval files and run results are pydantic models with
+"""Typed records: eval files and run results are pydantic models with
 ``schema_version``, and files written by the version before them still load."""
 
 from __future__ import annotations

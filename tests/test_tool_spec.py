@@ -1,4 +1,4 @@
-"""Each tool is declared once (issue 12 item 2): one ToolSpec record per tool, read by the rest."""
+"""Each tool is declared once: one ToolSpec record per tool, read by the rest."""
 
 from __future__ import annotations
 

@@ -1,5 +1,5 @@
 """Ray rollout workers on a real local cluster (``ray.init()`` on this machine): the same
-trajectories as in-process rollouts, in job order, written by the workers (issue 13, item 4).
+trajectories as in-process rollouts, in job order, written by the workers.
 
 Ray comes with the test extras (``pip install -e ".[train,dev]"``); without it the test is
 skipped and says why.

@@ -1,5 +1,5 @@
 """Text from a model or a corpus is untrusted: lone surrogates never stop a write, a run or an
-eval (issue 13, item 9); zip member names never become paths (item 13)."""
+eval; zip member names never become paths."""
 
 from __future__ import annotations
 

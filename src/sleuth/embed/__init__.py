@@ -58,7 +58,7 @@ def _batched(texts: Sequence[str], size: int):
 
 ST_BATCH = 64
 """Texts per torch forward pass at most: ingest's 128-text batches in one pass ran at 0.80x of
-64 (2 cores, HotpotQA paragraphs; issue 26)."""
+64 (2 cores, HotpotQA paragraphs)."""
 
 
 class SentenceTransformerEmbedder:
