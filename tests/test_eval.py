@@ -18,12 +18,12 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+import sleuth
 from sleuth.errors import InputError
 from sleuth.eval import (
     EvalConfig,
     fuse_rankings,
     run_eval,
-    run_eval_on_index,
     score_files,
     score_trajectory,
 )
@@ -471,8 +471,11 @@ def test_end_to_end_single_pass_and_heuristic_on_hotpotqa(hotpot, tmp_path):
     tasks, toolbox = hotpot
     results = {"single-pass": run_eval(tasks, "single-pass", toolbox, tmp_path / "single-pass")}
     save_tasks(tmp_path / "tasks.jsonl", tasks)  # the heuristic goes the `sleuth eval` way
-    results["heuristic"] = run_eval_on_index(
-        toolbox.index.path, tmp_path / "tasks.jsonl", tmp_path / "heuristic", "heuristic"
+    results["heuristic"] = sleuth.evaluate(
+        tmp_path / "tasks.jsonl",
+        index=toolbox.index.path,
+        out=tmp_path / "heuristic",
+        policy="heuristic",
     )
     for policy in results:
         check_report(tmp_path / policy, tasks)

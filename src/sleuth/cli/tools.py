@@ -8,7 +8,6 @@ from typing import Annotated, Any
 import typer
 
 from sleuth.cli.common import IndexOpt, JsonOpt, cli_errors, tools_app
-from sleuth.index.where import parse_where
 
 WhereOpt = Annotated[
     str | None,
@@ -56,7 +55,7 @@ def tools_search(
 ) -> None:
     """One search_corpus call."""
     idx = _open(index)
-    where_ = _check(idx, parse_where(where))
+    where_ = _check(idx, where)
     _print_result(
         idx.search(query, exclude=set(exclude or []), reranker=reranker, where=where_), as_json
     )
@@ -69,7 +68,7 @@ def tools_grep(
 ) -> None:
     """One grep_corpus call."""
     idx = _open(index)
-    _print_result(idx.grep(pattern, where=_check(idx, parse_where(where))), as_json)
+    _print_result(idx.grep(pattern, where=_check(idx, where)), as_json)
 
 
 @tools_app.command("describe")
@@ -83,11 +82,15 @@ def tools_describe(index: IndexOpt, as_json: JsonOpt = False) -> None:
     _print_result(idx.tools().describe_corpus(), as_json)
 
 
-def _check(index: Any, where: dict[str, Any] | None) -> dict[str, Any] | None:
-    """The filter as given, once it passed the checks (a bad one is InputError: one line)."""
-    if where is not None:
-        index.check_where(where)
-    return where
+def _check(index: Any, where: str | None) -> dict[str, Any] | None:
+    """The ``--where`` JSON as a filter, once it passed the checks (a bad one is InputError: one
+    line). Imported here: the filter grammar loads the index, which ``sleuth --help`` needs not."""
+    from sleuth.index.where import parse_where
+
+    filter_ = parse_where(where)
+    if filter_ is not None:
+        index.check_where(filter_)
+    return filter_
 
 
 @tools_app.command("read")

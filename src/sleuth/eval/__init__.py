@@ -3,7 +3,7 @@
 from sleuth.eval.aggregate import aggregate_records, summarize
 from sleuth.eval.fusion import fuse_rankings, fuse_summaries, score_rollouts
 from sleuth.eval.report import write_report
-from sleuth.eval.runner import EvalConfig, load_results, run_eval, run_eval_on_index
+from sleuth.eval.runner import EvalConfig, load_results, run_eval
 from sleuth.eval.score import score_files, score_summary, score_trajectory
 
 __all__ = [
@@ -13,7 +13,6 @@ __all__ = [
     "fuse_summaries",
     "load_results",
     "run_eval",
-    "run_eval_on_index",
     "score_files",
     "score_rollouts",
     "score_summary",

@@ -45,7 +45,6 @@ from sleuth.eval.records import (
 )
 from sleuth.eval.report import write_report
 from sleuth.harness.loop import Harness, HarnessConfig
-from sleuth.index import Index
 from sleuth.io import (
     append_jsonl,
     atomic_write_text,
@@ -54,9 +53,8 @@ from sleuth.io import (
 )
 from sleuth.metrics import BETA, check_beta
 from sleuth.policies.spec import BuiltPolicy, PolicyFactory, build_policy
-from sleuth.tasks.schema import Task, load_tasks
+from sleuth.tasks.schema import Task
 from sleuth.tools.base import Tools
-from sleuth.tools.toolbox import Toolbox
 
 RESULTS = "results.jsonl"
 RUN_INFO = "run.json"
@@ -184,22 +182,6 @@ def run_eval(
         atomic_write_text(out / SUMMARY, json.dumps(summary, indent=2))
         write_report(out, summary, records)
     return summary
-
-
-def run_eval_on_index(
-    index_dir: str | Path,
-    tasks_file: str | Path,
-    out_dir: str | Path,
-    policy: str = "single-pass",
-    config: EvalConfig | None = None,
-) -> dict[str, Any]:
-    """Open the index, load the tasks, run :func:`run_eval` with ``config``.
-
-    Raises:
-        InputError: a bad index folder, task file or setting.
-    """
-    tasks = load_tasks(tasks_file)
-    return run_eval(tasks, policy, Toolbox(Index.open(index_dir)), out_dir, config)
 
 
 def load_results(path: Path) -> dict[str, dict[str, Any]]:
