@@ -28,7 +28,7 @@ from sleuth.policies.http import ReplyTimeout
 from sleuth.tasks import Task, save_tasks
 from sleuth.tools.spec import TOOL_SCHEMAS
 from tests.datagen_stub import ScriptedServer, reply
-from tests.harness_fakes import FakeTools
+from tests.fakes import FakeTools
 from tests.openai_stub import StubServer, _free_port, assistant, tool_call
 
 ANSWER = '<Document id="berlin"><Justification>Names the capital.</Justification></Document>'

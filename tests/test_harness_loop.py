@@ -15,7 +15,7 @@ from sleuth.harness.run import run_query
 from sleuth.harness.trajectory import CallStatus, StopReason, load_trajectory
 from sleuth.policies import ScriptedPolicy, call, turn
 from sleuth.tools.types import ChunkHit, ToolResult
-from tests.harness_fakes import FakeTools
+from tests.fakes import FakeTools
 
 ANSWER = '<Document id="d1"><Justification>It names the thing.</Justification></Document>'
 HEADER = re.compile(r"# DOCUMENT ID: (\S+)")

@@ -17,7 +17,7 @@ from sleuth.harness.trajectory import CallStatus, StopReason, load_trajectory
 from sleuth.policies import OpenAIChatPolicy
 from sleuth.tools.spec import ORIGINAL_TOOLS, TOOL_SCHEMAS
 from sleuth.tools.types import render_chunk
-from tests.harness_fakes import FakeTools
+from tests.fakes import FakeTools
 from tests.openai_stub import StubServer, assistant, tool_call
 
 HEADER = re.compile(r"# DOCUMENT ID: (\S+)")

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from sleuth.harness.budget import BudgetConfig
 from sleuth.harness.loop import Harness, HarnessConfig
 from sleuth.policies import ScriptedPolicy, call, turn
-from tests.harness_fakes import FakeTools
+from tests.fakes import FakeTools
 
 HEADER = re.compile(r"# DOCUMENT ID: (\S+)")
 USAGE = re.compile(r"\[Token usage: (\d+)/(\d+)\]$")

@@ -14,11 +14,11 @@ import time
 import pytest
 
 from sleuth.corpus.models import Document
-from sleuth.embed import HashEmbedder
 from sleuth.errors import IndexIncompleteError, InputError
 from sleuth.index import Index
 from sleuth.index.manifest import IndexManifest
 from sleuth.tools.toolbox import Toolbox
+from tests.fakes import CrashingEmbedder
 
 
 def _docs(n: int, words: int = 60) -> list[Document]:
@@ -26,20 +26,6 @@ def _docs(n: int, words: int = 60) -> list[Document]:
         Document(id=f"doc{i}.t", text=" ".join(f"w{i}x{j} topic{j % 9}." for j in range(words)))
         for i in range(n)
     ]
-
-
-class CrashingEmbedder(HashEmbedder):
-    """Fails after ``ok_batches`` batches, like a process killed mid-ingest."""
-
-    def __init__(self, ok_batches: int):
-        super().__init__(64)
-        self.spec, self.left = "hash:64", ok_batches
-
-    def embed_documents(self, texts, batch_size=64, progress=None):
-        if self.left == 0:
-            raise KeyboardInterrupt("simulated kill")
-        self.left -= 1
-        return super().embed_documents(texts, batch_size, progress)
 
 
 def test_interrupted_ingest_is_detected_then_resumed(tmp_path):

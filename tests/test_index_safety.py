@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 from sleuth.corpus.models import Document
-from sleuth.embed import HashEmbedder
 from sleuth.errors import BusyError, IndexIncompleteError, InputError
 from sleuth.index import Index
 from sleuth.index.ingest_checks import clean_documents
 from sleuth.index.manifest import MANIFEST, IndexManifest
 from sleuth.io import folder_lock
+from tests.fakes import CrashingEmbedder
 
 SRC = Path(__file__).resolve().parents[1] / "src"
 
@@ -44,20 +44,6 @@ def _state(path: Path) -> tuple:
     index = Index.open(path)
     got = index.collection.get(include=["documents"])
     return (path / MANIFEST).read_text(), sorted(zip(got["ids"], got["documents"], strict=True))
-
-
-class CrashingEmbedder(HashEmbedder):
-    """Dies after ``ok_batches`` batches, like a process killed mid-ingest."""
-
-    def __init__(self, ok_batches: int):
-        super().__init__(64)
-        self.left = ok_batches
-
-    def embed_documents(self, texts, batch_size=64, progress=None):
-        if self.left == 0:
-            raise KeyboardInterrupt("simulated kill")
-        self.left -= 1
-        return super().embed_documents(texts, batch_size, progress)
 
 
 # -- one collection per index ------------------------------------------------------

@@ -45,7 +45,7 @@ from sleuth.tools.rerank import make_reranker
 from sleuth.train.model import StudentConfig
 from sleuth.train.sft import SFTConfig, build_teacher
 from sleuth.train.tiny import build_tiny_model
-from tests.harness_fakes import FakeTools
+from tests.fakes import FakeTools
 
 SRC = Path(sleuth.harness.__file__).parents[1]
 runner = CliRunner()

@@ -21,7 +21,7 @@ from sleuth.eval.records import (
 from sleuth.harness import RunResult, run_query
 from sleuth.policies.scripted import ScriptedPolicy, call, turn
 from sleuth.tools.spec import SEARCH
-from tests.harness_fakes import FakeTools
+from tests.fakes import FakeTools
 from tests.test_eval import KeywordTools, make_tasks
 
 OLD = Path(__file__).parent / "data" / "eval_v1"  # written by sleuth before the typed records

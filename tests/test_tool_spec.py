@@ -22,7 +22,7 @@ from sleuth.tools.spec import (
     TOOLS,
     tool_schemas,
 )
-from tests.harness_fakes import FakeTools
+from tests.fakes import FakeTools
 
 SRC = Path(sleuth.__file__).parent
 RECORD = SRC / "tools" / "spec.py"

@@ -8,7 +8,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable
 from types import SimpleNamespace
 from typing import Any
 
@@ -24,7 +24,6 @@ from sleuth.policies.local_hf import LocalHFPolicy
 from sleuth.policies.openai_completions import OpenAICompletionsPolicy
 from sleuth.policies.scripted import ScriptedPolicy, call, turn
 from sleuth.tools.spec import TOOL_SCHEMAS
-from sleuth.tools.types import ChunkHit, ToolResult
 from sleuth.train.render import (
     fit_to_length,
     recorded_turn_tokens,
@@ -35,6 +34,7 @@ from sleuth.train.render import (
 )
 from sleuth.train.sequences import TrainSequence
 from sleuth.train.tiny import build_tiny_model
+from tests.fakes import FakeTools
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
@@ -48,30 +48,9 @@ SEARCH = '<tool_call>{"name": "search_corpus", "arguments": {"query": "stone bri
 ANSWER = '<Document id="d1"><Justification>Names the builder.</Justification></Document>'
 
 
-class FakeTools:
-    """Six one-chunk documents; a search returns the first two not excluded."""
-
-    def __init__(self) -> None:
-        self.chunks = [
-            ChunkHit(id=f"d{i}_0", doc_id=f"d{i}", text=f"the stone bridge fact {i}", tokens=6)
-            for i in range(6)
-        ]
-
-    def search_corpus(
-        self, query: str, exclude: Collection[str] = (), max_tokens: int | None = None
-    ) -> ToolResult:
-        hits = [c for c in self.chunks if c.id not in exclude][:2]
-        return ToolResult(tool="search_corpus", chunks=hits)
-
-    def grep_corpus(
-        self, pattern: str, exclude: Collection[str] = (), max_tokens: int | None = None
-    ) -> ToolResult:
-        return ToolResult(tool="grep_corpus")
-
-    def read_document(
-        self, doc_id: str, query: str | None = None, max_tokens: int | None = None
-    ) -> ToolResult:
-        return ToolResult(tool="read_document", error="not in this fake")
+def six_docs() -> FakeTools:
+    """Six one-chunk documents, d0 .. d5."""
+    return FakeTools(n_docs=6, chunks_per_doc=1, words=4)
 
 
 class ForcedPolicy:
@@ -126,7 +105,7 @@ def policy(tmp_path_factory: pytest.TempPathFactory) -> LocalHFPolicy:
 def forced_run(policy: LocalHFPolicy) -> Trajectory:
     """search -> prune one chunk and search again -> answer."""
     forced = ForcedPolicy(policy, [SEARCH, _prune_first_shown, ANSWER])
-    return Harness(FakeTools(), forced, CONFIG).run("Who built the stone bridge?")
+    return Harness(six_docs(), forced, CONFIG).run("Who built the stone bridge?")
 
 
 def _targets(sequences: list[TrainSequence]) -> tuple[list[int], list[float]]:
@@ -145,7 +124,7 @@ def _sampled(trajectory: Trajectory) -> tuple[list[int], list[float]]:
 
 
 def test_sampled_turns_train_on_exactly_the_sampled_tokens(policy: LocalHFPolicy) -> None:
-    trajectory = Harness(FakeTools(), policy, CONFIG).run("Who built the stone bridge?")
+    trajectory = Harness(six_docs(), policy, CONFIG).run("Who built the stone bridge?")
     sequences = trajectory_to_sequences(trajectory)  # recorded path: no tokenizer needed
     assert _targets(sequences) == _sampled(trajectory)
     for t in trajectory.turns:
@@ -180,7 +159,7 @@ def test_a_teacher_without_token_ids_is_rendered_as_the_student_would(
     policy: LocalHFPolicy,
 ) -> None:
     teacher = ScriptedPolicy([turn(call("search_corpus", query="stone bridge")), ANSWER])
-    trajectory = Harness(FakeTools(), teacher, CONFIG).run("Who built the stone bridge?")
+    trajectory = Harness(six_docs(), teacher, CONFIG).run("Who built the stone bridge?")
     with pytest.raises(ValueError, match="tokenizer"):
         trajectory_to_sequences(trajectory)
     assert reply_text(trajectory.turns[0].output) == SEARCH

@@ -1,8 +1,11 @@
-"""A small deterministic in-memory ``Tools`` for harness tests (no index, no model).
+"""The test doubles shared by the tests, each defined once here (real parts everywhere else).
 
+``FakeTools``: a small deterministic in-memory ``Tools`` for harness tests (no index, no model).
 Documents ``d0 .. d{n-1}`` hold ``chunks_per_doc`` chunks each; chunk ``d3_1`` has a text that
 names it (``"chunk d3_1 ..."``) so tests can look for it in requests. A search ranks chunks by
 a stable hash of (query, chunk id), so different queries surface different chunks.
+
+``CrashingEmbedder``: the hash embedder that dies mid-ingest, like a killed process.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import threading
 import time
 from collections.abc import Collection
 
+from sleuth.embed import HashEmbedder
 from sleuth.tokens import count_tokens
 from sleuth.tools.types import ChunkHit, ToolResult
 
@@ -96,3 +100,17 @@ def _pack(hits: list[ChunkHit], max_tokens: int | None, max_chunks: int) -> list
         out.append(hit)
         used += hit.tokens
     return out
+
+
+class CrashingEmbedder(HashEmbedder):
+    """``hash:64`` that raises ``KeyboardInterrupt`` after ``ok_batches`` batches."""
+
+    def __init__(self, ok_batches: int):
+        super().__init__(64)
+        self.left = ok_batches
+
+    def embed_documents(self, texts, batch_size=64, progress=None):
+        if self.left == 0:
+            raise KeyboardInterrupt("simulated kill")
+        self.left -= 1
+        return super().embed_documents(texts, batch_size, progress)
