@@ -136,7 +136,7 @@ def chunk_document(
     return chunks
 
 
-def _flat(metadata: dict) -> dict:
+def _flat(metadata: dict[str, Any]) -> dict[str, Any]:
     """Chroma metadata values must be scalars: dates become epoch seconds, other values strings."""
     return {k: _scalar(v) for k, v in metadata.items() if v is not None}
 

@@ -40,22 +40,23 @@ def thread_id(msg: EmailMessage) -> str:
     for header in ("References", "In-Reply-To"):
         ids = _MSGID.findall(str(msg.get(header, "") or ""))
         if ids:
-            return ids[0]
+            return str(ids[0])
     own = _MSGID.findall(str(msg.get("Message-ID", "") or ""))
     subject = normalized_subject(str(msg.get("Subject", "") or ""))
     if subject:
         return "subject:" + hashlib.sha1(subject.encode()).hexdigest()[:16]
-    return own[0] if own else ""
+    return str(own[0]) if own else ""
 
 
 def _body_text(msg: EmailMessage) -> str:
     part = msg.get_body(preferencelist=("plain", "html"))
     if part is None:
         return ""
+    content: str
     try:
         content = part.get_content()
     except (LookupError, UnicodeDecodeError, AssertionError):
-        payload = part.get_payload(decode=True) or b""
+        payload: Any = part.get_payload(decode=True) or b""
         content = payload.decode("latin-1")
     if part.get_content_subtype() == "html":
         content = html_to_text(content)[1]

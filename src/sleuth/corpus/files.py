@@ -12,6 +12,7 @@ import re
 import zipfile
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
+from typing import Any
 
 from sleuth.errors import InputError
 
@@ -54,7 +55,8 @@ class ArchiveLimits:
                     "(sizes may end in KiB, MiB, GiB)"
                 )
             number = float(m.group(1)) * _UNITS[m.group(2).lower()]
-            limits = replace(limits, **{key: number if key == "ratio" else int(number)})
+            change: dict[str, Any] = {key: number if key == "ratio" else int(number)}
+            limits = replace(limits, **change)
         return limits
 
     def check(self, members: list[zipfile.ZipInfo], source: str) -> None:

@@ -32,7 +32,7 @@ class _TextExtractor(HTMLParser):
         self._skip = 0
         self._in_title = False
 
-    def handle_starttag(self, tag: str, attrs: list) -> None:
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
         if tag in _SKIP:
             self._skip += 1
         if tag == "title":

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import re
 import zipfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
@@ -208,7 +208,7 @@ def read_path(path: str | Path, options: ReadOptions | None = None) -> Iterator[
         yield from docs
 
 
-def _reader(fmt: str):
+def _reader(fmt: str) -> Callable[..., Iterator[Document]]:
     if fmt == "auto":
         return read_path
     if fmt == "sec":

@@ -67,8 +67,8 @@ def answer_pattern(answer: str, aliases: Sequence[str] = ()) -> re.Pattern[str] 
     Boundaries are word boundaries that also refuse to split a number: ``3`` is not found in
     ``3.5`` and ``1950`` is not found in ``1950s``.
     """
-    forms = {normalize(a) for a in (answer, *aliases)}
-    forms = sorted((f for f in forms if re.search(r"\w", f)), key=lambda f: (-len(f), f))
+    unique = {normalize(a) for a in (answer, *aliases)}
+    forms = sorted((f for f in unique if re.search(r"\w", f)), key=lambda f: (-len(f), f))
     if not forms:
         return None
     body = "|".join(map(re.escape, forms))

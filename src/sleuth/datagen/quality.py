@@ -33,7 +33,7 @@ class StageReport(BaseModel):
     reasons: dict[str, int] = Field(default_factory=dict)
     """Failure code → number of candidates failing with it (one candidate may have several)."""
 
-    @computed_field
+    @computed_field  # type: ignore[prop-decorator]  # pydantic's documented spelling
     @property
     def pass_rate(self) -> float:
         return self.passed / self.attempted if self.attempted else 0.0

@@ -228,4 +228,5 @@ class OnnxMiniLM:
         return np.asarray(self.session.run(None, feed)[0], dtype=np.float32)
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self.embed_documents([text])[0]
+        vector: np.ndarray = self.embed_documents([text])[0]
+        return vector

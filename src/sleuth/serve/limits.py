@@ -6,7 +6,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from mcp.types import CallToolResult, TextContent
+from mcp.types import CallToolResult, ContentBlock, TextContent
 
 MAX_REPLY_BYTES = 900_000
 """Largest tool reply sent, in bytes of JSON (text and structured content together); under the
@@ -25,7 +25,9 @@ def bounded(reply: CallToolResult, limit: int = MAX_REPLY_BYTES) -> CallToolResu
     note = f"[reply cut to fit the {limit:,}-byte limit of MCP clients; ask for less at a time]"
     texts = [c for c in reply.content if isinstance(c, TextContent)]
     room = max(half - len(note.encode()) - 64, 0) // max(len(texts), 1)
-    content = [TextContent(type="text", text=f"{_cut_text(c.text, room)}\n{note}") for c in texts]
+    content: list[ContentBlock] = [
+        TextContent(type="text", text=f"{_cut_text(c.text, room)}\n{note}") for c in texts
+    ]
     structured = reply.structured_content
     if structured is not None:
         structured = _cut_lists(structured, half - len(note.encode()) - 16)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
-from typing import Protocol
+from typing import Any, Protocol
 
 from sleuth.errors import ConfigError
 
@@ -57,7 +57,7 @@ class EndpointReranker:
         if not texts:
             return []
         body = {"model": self.model, "query": query, "documents": list(texts)}
-        resp = self.client.post("/rerank", body=body, cast_to=object)
+        resp: Any = self.client.post("/rerank", body=body, cast_to=object)
         scores = [0.0] * len(texts)
         for item in resp["results"]:
             scores[int(item["index"])] = float(item.get("relevance_score", item.get("score", 0.0)))

@@ -75,7 +75,8 @@ class ToolConfig:
                 )
 
 
-def _hit(row: ChunkRow, score: float | None) -> ChunkHit:
+def _hit(row: ChunkRow | None, score: float | None) -> ChunkHit:
+    assert row is not None, "a ranked chunk id is always in the index"
     return ChunkHit(id=row.id, doc_id=row.doc_id, text=row.text, tokens=row.tokens, score=score)
 
 
@@ -121,7 +122,8 @@ class Toolbox:
         self, hits: list[ChunkHit], max_tokens: int, max_chunks: int
     ) -> tuple[list[ChunkHit], int]:
         """Whole chunks in rank order while both limits hold; oversized ones are skipped."""
-        packed, used = [], 0
+        packed: list[ChunkHit] = []
+        used = 0
         for h in hits:
             if len(packed) >= max_chunks:
                 break
@@ -219,7 +221,7 @@ class Toolbox:
             scores = self.reranker.score(query, [h.text for h in hits])
             for h, s in zip(hits, scores, strict=True):
                 h.score = s
-            hits.sort(key=lambda h: -h.score)
+            hits.sort(key=lambda h: -(h.score or 0.0))  # every hit has its score now
         budget = (
             self.config.search_max_tokens
             if max_tokens is None

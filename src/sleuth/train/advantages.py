@@ -8,7 +8,7 @@ from __future__ import annotations
 import statistics
 from collections.abc import Callable, Sequence
 from itertools import pairwise
-from typing import TypeVar
+from typing import TypeVar, cast
 
 GroupT = TypeVar("GroupT")
 
@@ -48,7 +48,7 @@ def filter_constant_groups(
     Such groups have zero advantage everywhere, so they only dilute a token-mean loss.
     ``rewards_of`` reads a group's rewards; by default a group is its sequence of rewards.
     """
-    read = rewards_of or (lambda group: group)
+    read = rewards_of or (lambda group: cast(Sequence[float], group))
     kept_P = [g for g in groups_P if not is_constant_group(read(g), tol)]
     return kept_P, len(groups_P) - len(kept_P)
 

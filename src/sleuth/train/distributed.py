@@ -31,7 +31,7 @@ class DataParallel:
 
     def backward(self, loss: torch.Tensor) -> None:
         if self.accelerator is None:
-            loss.backward()
+            loss.backward()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
         else:
             self.accelerator.backward(loss)
 

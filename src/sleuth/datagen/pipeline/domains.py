@@ -18,6 +18,7 @@ from __future__ import annotations
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 from sleuth.datagen.docs import DocStore
 from sleuth.datagen.pipeline.agent import AgentTool, string_params
@@ -224,7 +225,7 @@ def _email_seed(docs: DocStore, rng: random.Random) -> SeedPick:
     return SeedPick(docs.sample(rng, 5))
 
 
-def _participants(meta: dict) -> set[str]:
+def _participants(meta: dict[str, Any]) -> set[str]:
     people = f"{meta.get('from', '')},{meta.get('to', '')}".replace(";", ",").split(",")
     return {p.strip().casefold() for p in people if "@" in p or p.strip()} - {""}
 

@@ -180,7 +180,8 @@ class ResponseCache:
             raise InputError(
                 "not a cached reply; delete it to ask the model again", source=str(path)
             )
-        return entry["response"]
+        response: dict[str, Any] = entry["response"]
+        return response
 
     def put(self, key: str, request: dict[str, Any], response: dict[str, Any]) -> None:
         entry = {"key": key, "request": request, "response": response, "recorded_at": _now()}
@@ -363,7 +364,8 @@ class ChatLLM:
             raise LLMError(f"{self.config.model}: request rejected ({e.status_code}): {e}") from e
         except openai.APIError as e:
             raise LLMError(self._gave_up(retrying, e)) from e
-        return response.model_dump(mode="json")
+        dumped: dict[str, Any] = response.model_dump(mode="json")
+        return dumped
 
     def _gave_up(self, retrying: Retrying, error: Exception) -> str:
         tries = retrying.statistics.get("attempt_number", 1)

@@ -103,7 +103,7 @@ Process = Callable[[Pipeline, TaskRecord], Outcome]
 
 def run_stage(
     pipeline: Pipeline, stage: str, process: Process, limit: int | None = None
-) -> Counter:
+) -> Counter[str]:
     """Apply ``process`` to every record ready for ``stage`` and save each one when done.
 
     A record's status is set from the outcome; an exception marks it ``error`` (retried on the
@@ -114,7 +114,7 @@ def run_stage(
         Count of records per resulting status.
     """
     records = pipeline.store.ready(stage)[:limit]
-    counts: Counter = Counter()
+    counts: Counter[str] = Counter()
 
     def one(record: TaskRecord) -> Status:
         done = record.attempts.get(stage, 0)

@@ -86,7 +86,7 @@ def open_pipeline(
 
 def run_named_stage(
     pipeline: Pipeline, stage: str, *, n: int | None = None, limit: int | None = None
-) -> Counter:
+) -> Counter[str]:
     """One stage over the records ready for it (``explore`` first seeds ``n`` records).
 
     Returns:

@@ -67,7 +67,8 @@ class Workspace:
     def pack(self, hits: list[ChunkHit]) -> ToolResult:
         """Whole chunks in rank order within ``search_corpus``'s token and chunk budgets."""
         config = self.toolbox.config
-        packed, used = [], 0
+        packed: list[ChunkHit] = []
+        used = 0
         for hit in hits:
             cost = self.toolbox.block_tokens(hit)
             if len(packed) < config.search_max_chunks and used + cost <= config.search_max_tokens:
