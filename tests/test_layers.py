@@ -8,6 +8,7 @@ of imports may lead back to where it started.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import sleuth
@@ -142,3 +143,30 @@ def test_known_upward_edges_still_exist():
 
 def test_no_import_cycles():
     assert cycles(import_graph()) == []
+
+
+ARCHITECTURE = Path(__file__).resolve().parents[1] / "docs" / "ARCHITECTURE.md"
+BASE = 0  # the layer of the base modules, which the flow line names apart
+
+
+def _flow_line() -> str:
+    """The ``LAYERS`` above the base as docs/ARCHITECTURE.md's flow line spells them."""
+    by_layer: dict[int, list[str]] = {}
+    for name, layer in LAYERS.items():
+        if layer > BASE:
+            by_layer.setdefault(layer, []).append(name)
+    return " → ".join("/".join(by_layer[layer]) for layer in sorted(by_layer))
+
+
+def test_architecture_doc_follows_the_layers():
+    """The doc's flow line is ``LAYERS`` in order, and its package table lists every package
+    once, in layer order: the map a newcomer reads is the one this file enforces."""
+    text = ARCHITECTURE.read_text(encoding="utf-8")
+    assert f"Data flows one way: {_flow_line()}." in text, f"flow line: {_flow_line()}"
+    base = [name for name, layer in LAYERS.items() if layer == BASE]
+    assert all(f"`{name}`" in text.split("\n\n")[1] for name in base)
+    rows = [row.split("|")[1] for row in text.splitlines() if row.startswith("| `sleuth.")]
+    table = [name for cell in rows for name in re.findall(r"`sleuth\.(\w+)`", cell)]
+    assert sorted(table) == sorted(LAYERS), "every package in LAYERS has one row, and no other"
+    layers = [LAYERS[name] for name in table]
+    assert layers == sorted(layers), f"table rows out of layer order: {table}"
