@@ -1,6 +1,6 @@
 """`sleuth serve mcp` driven by the official MCP client, as a desktop client would run it.
 
-The server runs as a subprocess (`python -m sleuth.serve.mcp_server`) over a small hash-embedded
+The server runs as a subprocess (`python -m sleuth.cli serve mcp`) over a small hash-embedded
 index. One client session per transport makes every call; the tests then check what came back,
 so the subprocess and its imports are paid once.
 """
@@ -83,7 +83,9 @@ def server_args(index_dir: Path, *extra: str) -> list[str]:
     trajectories = index_dir.parent / "runs"
     return [
         "-m",
-        "sleuth.serve.mcp_server",
+        "sleuth.cli",
+        "serve",
+        "mcp",
         "--index",
         str(index_dir),
         "--policy",
@@ -347,7 +349,7 @@ def test_http_notice_refuses_an_unguarded_network_bind():
 
 
 def test_bad_index_exits_2_with_one_line(tmp_path: Path):
-    cmd = [sys.executable, "-m", "sleuth.serve.mcp_server", "--index", str(tmp_path / "none")]
+    cmd = [sys.executable, "-m", "sleuth.cli", "serve", "mcp", "--index", str(tmp_path / "none")]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, stdin=subprocess.DEVNULL)
     assert done.returncode == 2
     assert done.stderr.startswith("error: ") and "not a sleuth index" in done.stderr

@@ -15,8 +15,8 @@ __all__ = [
 
 
 def __getattr__(name: str) -> Any:
-    # Imported on first use: importing the module here would make
-    # `python -m sleuth.serve.mcp_server` load it twice (runpy warns).
+    # Imported on first use: the mcp SDK loads only when a server is built (`sleuth serve mcp`,
+    # the one command-line entry, is typer's).
     if name in __all__:
         from sleuth.serve import mcp_server
 

@@ -28,10 +28,7 @@ answers at once (a stateless server has no event stream), so readiness probes ne
 
 from __future__ import annotations
 
-import argparse
-import os
 import sys
-from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Annotated, Any, Literal
@@ -39,7 +36,7 @@ from uuid import uuid4
 
 from pydantic import BaseModel, Field
 
-from sleuth.errors import InputError, SleuthError
+from sleuth.errors import InputError
 from sleuth.extras import missing_extra
 
 try:
@@ -49,11 +46,9 @@ except ImportError as _exc:  # the `serve` extra is not installed
     raise missing_extra("serve", _exc) from _exc
 from sleuth.api.agent import Agent
 from sleuth.harness.act import ToolJob, call_tool, failure_text
-from sleuth.harness.budget import BUDGET_TOKENS
 from sleuth.harness.loop import HarnessConfig
 from sleuth.harness.run import RunResult
 from sleuth.policies.spec import (
-    DEFAULT_POLICY,
     BuiltPolicy,
     PolicyFactory,
     PolicyOptions,
@@ -62,7 +57,6 @@ from sleuth.policies.spec import (
 )
 from sleuth.serve.http import (
     SERVER_NAME,
-    TOKEN_ENV,
     McpGate,
     check_bindable,
     http_notice,
@@ -388,65 +382,3 @@ def run_server(
     print(http_notice(host, port, token, insecure), file=sys.stderr, flush=True)
     app = McpGate(server.streamable_http_app(stateless_http=True, host=host), token)
     uvicorn.run(app, host=host, port=port, log_level=server.settings.log_level.lower())
-
-
-def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(
-        prog="python -m sleuth.serve.mcp_server", description="Serve a sleuth index over MCP."
-    )
-    p.add_argument("--index", required=True, type=Path, help="Index folder (sleuth ingest).")
-    p.add_argument("--http", action="store_true", help="Streamable HTTP instead of stdio.")
-    p.add_argument("--host", default=DEFAULT_HOST, help="HTTP host (default %(default)s).")
-    p.add_argument(
-        "--port", type=int, default=DEFAULT_PORT, help="HTTP port (default %(default)s)."
-    )
-    p.add_argument("--policy", help=f"Subagent policy spec (default {DEFAULT_POLICY}).")
-    p.add_argument("--model", help="Chat model for the subagent (OpenAI-compatible endpoint).")
-    p.add_argument("--base-url", help="Endpoint of --model, e.g. http://127.0.0.1:8000/v1.")
-    p.add_argument(
-        "--api-key",
-        default=os.environ.get("OPENAI_API_KEY", "EMPTY"),
-        help="Key for --base-url (default $OPENAI_API_KEY, else EMPTY).",
-    )
-    p.add_argument(
-        "--budget", type=int, help=f"Token budget T of the subagent (default {BUDGET_TOKENS})."
-    )
-    p.add_argument("--reranker", help="none | cross-encoder:PATH | endpoint:MODEL@URL")
-    p.add_argument("--trajectory-dir", type=Path, help="Where search writes trajectories.")
-    p.add_argument(
-        "--token",
-        default=os.environ.get(TOKEN_ENV),
-        help=f"Bearer token HTTP clients must send (default ${TOKEN_ENV}); needed beyond loopback.",
-    )
-    p.add_argument(
-        "--insecure",
-        action="store_true",
-        help="Serve HTTP beyond loopback without a token (anyone who can reach the port).",
-    )
-    return p.parse_args(argv)
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """``python -m sleuth.serve.mcp_server``; bad input: one line on stderr, exit code 2."""
-    args = parse_args(argv)
-    config = McpServerConfig(
-        reranker=args.reranker, budget=args.budget, trajectory_dir=args.trajectory_dir
-    )
-    transport: Transport = "http" if args.http else "stdio"
-    try:
-        if args.http:
-            http_notice(args.host, args.port, args.token, args.insecure)
-            check_bindable(args.host, args.port)
-        built = serving_policy(
-            args.policy, model=args.model, base_url=args.base_url, api_key=args.api_key
-        )
-        server = build_server(args.index, built, config)
-    except (SleuthError, ValueError) as exc:  # ValueError: a bad --reranker spec
-        print(f"error: {str(exc).splitlines()[0]}", file=sys.stderr)
-        return 2
-    run_server(server, transport, args.host, args.port, token=args.token, insecure=args.insecure)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
