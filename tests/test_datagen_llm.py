@@ -17,7 +17,7 @@ from sleuth.datagen.pipeline.llm import (
     request_key,
 )
 from sleuth.errors import InputError
-from tests.datagen_stub import ScriptedServer, call, reply
+from tests.openai_stub import answering_server, call, reply
 
 MESSAGES = [{"role": "user", "content": "Which tool?"}]
 TOOLS = [{"type": "function", "function": {"name": "search_corpus", "parameters": {}}}]
@@ -25,7 +25,7 @@ TOOLS = [{"type": "function", "function": {"name": "search_corpus", "parameters"
 
 @pytest.fixture
 def server():
-    with ScriptedServer(lambda body: reply("thinking", [call("search_corpus", query="q")])) as s:
+    with answering_server(lambda body: reply("thinking", [call("search_corpus", query="q")])) as s:
         yield s
 
 
@@ -98,17 +98,17 @@ def test_server_errors_are_retried_with_backoff(tmp_path):
     def flaky(body):
         return statuses.pop(0) if statuses else reply("ok")
 
-    with ScriptedServer(flaky) as s:
+    with answering_server(flaky) as s:
         result = _llm(tmp_path, s, mode="record").complete(MESSAGES, stage="explore")
         assert result.content == "ok" and len(s.requests) == 3
 
 
 def test_gives_up_after_max_retries_and_does_not_retry_client_errors(tmp_path):
-    with ScriptedServer(lambda body: 502) as s:
+    with answering_server(lambda body: 502) as s:
         with pytest.raises(LLMError, match="gave up after 2 tries"):
             _llm(tmp_path, s, mode="record", max_retries=1).complete(MESSAGES, stage="x")
         assert len(s.requests) == 2
-    with ScriptedServer(lambda body: 400) as s:
+    with answering_server(lambda body: 400) as s:
         with pytest.raises(LLMError, match="rejected \\(400\\)"):
             _llm(tmp_path, s, mode="record").complete(MESSAGES, stage="x")
         assert len(s.requests) == 1

@@ -36,7 +36,7 @@ from sleuth.datagen.pipeline.workspace import Session, Workspace
 from sleuth.errors import InputError
 from sleuth.index import Index
 from sleuth.tasks import load_tasks
-from tests.datagen_stub import ScriptedServer, call, json_reply, reply
+from tests.openai_stub import answering_server, call, json_reply, reply
 
 DOCS = {
     "corven": ("Tessaly Corven", "Tessaly Corven was a glassmaker who trained as a lens grinder in "
@@ -220,7 +220,7 @@ def make_pipeline(workspace, run_dir, cache_dir, mode, server=None, **config) ->
 def recorded(workspace, tmp_path_factory):
     """One full two-hop run recorded against the scripted server."""
     root = tmp_path_factory.mktemp("recorded")
-    with ScriptedServer(scripted_model()) as server:
+    with answering_server(scripted_model()) as server:
         pipeline = make_pipeline(workspace, root / "run", root / "cache", "record", server)
         summary = run_pipeline(pipeline, n=1)
     return pipeline, summary, server.requests, root
@@ -323,7 +323,7 @@ class InterruptAfter:
 
 
 def test_interrupted_stage_resumes_without_duplicating_or_losing_records(workspace, tmp_path):
-    with ScriptedServer(scripted_model()) as server:
+    with answering_server(scripted_model()) as server:
         pipeline = make_pipeline(workspace, tmp_path / "run", tmp_path / "cache", "auto", server)
         assert run_named_stage(pipeline, "explore", n=3) == {Status.PASSED: 3}
         assert seed_records(pipeline, 3) == 0  # seeding again adds nothing
@@ -348,7 +348,7 @@ def test_verification_failures_are_kept_as_reasons_in_the_status(workspace, tmp_
         {"quote": "Tessaly Corven was a potter from the mountains.", "clue_indices": [0]}
     ]
     bad["marrow"] = []
-    with ScriptedServer(scripted_model(bad)) as server:
+    with answering_server(scripted_model(bad)) as server:
         pipeline = make_pipeline(workspace, tmp_path / "run", tmp_path / "cache", "auto", server)
         run_named_stage(pipeline, "explore", n=1)
         assert run_named_stage(pipeline, "verify") == {Status.FAILED: 1}
@@ -476,7 +476,7 @@ def test_new_records_start_with_every_stage_pending(tmp_path):
 
 
 def test_single_hop_run_assembles_the_task_without_extending(workspace, tmp_path):
-    with ScriptedServer(scripted_model()) as server:
+    with answering_server(scripted_model()) as server:
         pipeline = make_pipeline(
             workspace, tmp_path / "run", tmp_path / "cache", "auto", server, target_hops=1
         )

