@@ -110,7 +110,7 @@ def compare(index: Index, tasks: list[Task], work: Path, single_pass: bool) -> N
         shutil.rmtree(out, ignore_errors=True)
         config = EvalConfig(concurrency=2, progress=False, label=label)
         summary = run_eval(tasks, policy, Toolbox(index), out, config)
-        overall = summary["overall"]
+        overall = summary.overall
         rows.append((label, overall["recall_at_2"], overall["recall_at_5"], filtered_share(out)))
     print(f"{'policy':<22} {'R@2':>6} {'R@5':>6}  described / filtered runs")
     for label, r2, r5, (described, filtered) in rows:

@@ -191,7 +191,7 @@ def test_evaluate_is_sleuth_eval(wiki_index, tmp_path):
 
     assert ranked("api") == ranked("cli") and len(ranked("api")) == 3
     assert (
-        summary["overall"]["recall"]
+        summary.overall["recall"]
         == json.loads((tmp_path / "cli" / "summary.json").read_text())["overall"]["recall"]
     )
 

@@ -207,7 +207,7 @@ def test_runner_resumes_after_a_crash_without_rerunning_finished_queries(tmp_pat
     served = {t.query for t in tasks[3:]}
     assert set(probe.queries) == served and len(probe.queries) == 2 * len(served)  # 2 turns each
     assert sorted(r["task_id"] for r in records_of(tmp_path)) == [t.id for t in tasks]
-    assert summary["overall"]["count"] == 6
+    assert summary.overall["count"] == 6
 
     again = Probe()
     run_eval(tasks, again, KeywordTools(), tmp_path, EvalConfig(progress=False))
@@ -234,7 +234,7 @@ def test_retry_failed_reruns_only_failed_queries(tmp_path):
     kw = {"label": "p", "progress": False}
     summary = run_eval(tasks, probe, KeywordTools(), tmp_path, EvalConfig(retry_failed=True, **kw))
     assert len(probe.queries) == 2 * len(tasks)
-    assert summary["overall"]["failed"] == 0.0
+    assert summary.overall["failed"] == 0.0
 
 
 @pytest.mark.parametrize("concurrency", [1, 3])
@@ -288,7 +288,7 @@ def test_four_rollouts_are_fused_by_rrf(tmp_path):
         mean(r["reward"]["total"] for r in per_rollout)
     )
     assert m["turns"] == 2.0 and len(record["trajectories"]) == 4
-    assert summary["fuse"] == "rrf" and summary["rollouts"] == 4
+    assert summary.fuse == "rrf" and summary.rollouts == 4
 
 
 # ---- reports ---------------------------------------------------------------------------------
@@ -337,9 +337,9 @@ def check_report(out: Path, tasks: list[Task]) -> dict:
 def test_report_files_and_numbers(tmp_path):
     tasks = make_tasks()
     summary = run_eval(tasks, "heuristic", KeywordTools(), tmp_path, EvalConfig(progress=False))
-    assert check_report(tmp_path, tasks) == summary
-    assert set(summary["by_domain"]) == {"geo", "nature"}
-    assert summary["by_domain"]["geo"]["count"] == 3
+    assert check_report(tmp_path, tasks) == summary.model_dump()
+    assert set(summary.by_domain) == {"geo", "nature"}
+    assert summary.by_domain["geo"]["count"] == 3
 
 
 def test_bootstrap_interval_by_hand():
@@ -479,7 +479,7 @@ def test_end_to_end_single_pass_and_heuristic_on_hotpotqa(hotpot, tmp_path):
     )
     for policy in results:
         check_report(tmp_path / policy, tasks)
-    single, heuristic = results["single-pass"]["overall"], results["heuristic"]["overall"]
+    single, heuristic = results["single-pass"].overall, results["heuristic"].overall
     assert single["recall"] > 0.6 and single["turns"] == 2.0
     assert heuristic["trajectory_recall"] >= single["trajectory_recall"]
     assert heuristic["tool_calls_per_turn"] > single["tool_calls_per_turn"]

@@ -37,8 +37,8 @@ def test_run_eval_takes_a_config_not_its_fields(tmp_path):
     with pytest.raises(TypeError):
         run_eval(tasks, "single-pass", KeywordTools(), tmp_path / "c", progress=False)  # type: ignore[call-arg]
     timing = {"wall_time_s"}
-    assert {k: v for k, v in a["overall"].items() if k not in timing} == {
-        k: v for k, v in b["overall"].items() if k not in timing
+    assert {k: v for k, v in a.overall.items() if k not in timing} == {
+        k: v for k, v in b.overall.items() if k not in timing
     }
 
 

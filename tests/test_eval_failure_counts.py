@@ -48,9 +48,9 @@ def test_summary_md_counts_failed_queries_and_policy_errors(tmp_path):
         summary = run_eval(
             tasks, policy, Toolbox(Index.open(index)), out, EvalConfig(progress=False)
         )
-    overall = summary["overall"]
+    overall = summary.overall
     assert (overall["count"], overall["failed_count"], overall["policy_errors"]) == (10, 9, 9)
-    assert summary["by_hops"]["1"]["failed_count"] == 4  # t0 (answered), t2, t4, t6, t8
+    assert summary.by_hops["1"]["failed_count"] == 4  # t0 (answered), t2, t4, t6, t8
     markdown = (out / "summary.md").read_text()
     assert "**9 of 10 queries failed**" in markdown and "9 run(s) on a policy error" in markdown
     cells = dict(zip(header(markdown), row(markdown, "all"), strict=True))

@@ -34,7 +34,7 @@ def test_bad_beta_leaves_the_out_folder_resumable(tmp_path, beta):
         summary = run_eval(
             tasks, "single-pass", KeywordTools(), tmp_path, EvalConfig(progress=False)
         )
-    assert summary["overall"]["count"] == 1 and summary["beta"] == 4.0
+    assert summary.overall["count"] == 1 and summary.beta == 4.0
 
 
 def test_out_that_is_a_file_is_refused(tmp_path):

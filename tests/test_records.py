@@ -35,9 +35,9 @@ def test_old_eval_files_load_unchanged():
     for record in raw:
         assert QueryRecord.model_validate(record).schema_version == RECORD_SCHEMA_VERSION
     run = json.loads((OLD / "run.json").read_text())
-    assert read_json_record(RunInfo, OLD / "run.json") == run
+    assert read_json_record(RunInfo, OLD / "run.json").model_dump() == run
     summary = json.loads((OLD / "summary.json").read_text())
-    assert read_json_record(EvalSummary, OLD / "summary.json") == summary
+    assert read_json_record(EvalSummary, OLD / "summary.json").model_dump() == summary
 
 
 def test_an_old_output_folder_resumes_without_running_again(tmp_path):
@@ -46,7 +46,7 @@ def test_an_old_output_folder_resumes_without_running_again(tmp_path):
     summary = run_eval(
         make_tasks()[:2], "single-pass", KeywordTools(), out, EvalConfig(rollouts=2, progress=False)
     )
-    assert summary["overall"]["count"] == 2 and summary["schema_version"] == 1
+    assert summary.overall["count"] == 2 and summary.schema_version == 1
     assert not (out / "trajectories").exists()  # both queries came from the old records
 
 

@@ -111,7 +111,7 @@ def test_eval_with_lone_surrogates_finishes_every_query_and_the_summary(tmp_path
         )
     records = list(read_jsonl(tmp_path / "out" / "results.jsonl"))
     assert sorted(r["task_id"] for r in records) == sorted(t.id for t in tasks)
-    assert summary["overall"]["count"] == 10 and summary["overall"]["recall"] == 1.0
+    assert summary.overall["count"] == 10 and summary.overall["recall"] == 1.0
     assert (tmp_path / "out" / "summary.md").is_file()
 
 

@@ -19,7 +19,7 @@ import random
 from dataclasses import dataclass, replace
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.table import Table
@@ -36,6 +36,9 @@ from sleuth.progress import progress_bar
 from sleuth.ranking.model import load_ranker
 from sleuth.tasks import Task, load_tasks, read_2wiki
 from sleuth.tools.toolbox import Toolbox
+
+if TYPE_CHECKING:
+    from sleuth.eval.records import EvalSummary
 
 CORPUS = "data/benchmarks/2wikimultihopqa/2wikimultihopqa_dev_200.jsonl"
 OFFLINE_TASKS = "data/tasks/2wiki_offline_tasks.jsonl"
@@ -182,7 +185,7 @@ def run_demo(
     save_tasks(out / "tasks.jsonl", tasks)
     index = build_or_reuse_index(out / "index", docs, console)
     tools = Toolbox(index)
-    summaries: dict[str, dict[str, Any]] = {}
+    summaries: dict[str, EvalSummary] = {}
     folders: dict[str, str] = {}
     for name in ("single-pass", "heuristic"):
         console.print(f"[bold]{name}[/bold] on {len(tasks)} tasks")
@@ -204,8 +207,7 @@ def run_demo(
         )
         folders[run.label] = run.folder
     rows = {
-        name: {"folder": folders[name]}
-        | {k: s["overall"].get(k) for k in ("count", *TABLE_METRICS)}
+        name: {"folder": folders[name]} | {k: s.overall.get(k) for k in ("count", *TABLE_METRICS)}
         for name, s in summaries.items()
     }
     atomic_write_text(out / "demo_summary.json", json.dumps(rows, indent=2))

@@ -11,7 +11,7 @@ import asyncio
 import os
 from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from sleuth.api.index import Index
 from sleuth.errors import ConfigError
@@ -32,6 +32,7 @@ from sleuth.tools.rerank import make_reranker
 from sleuth.tools.toolbox import Toolbox
 
 if TYPE_CHECKING:
+    from sleuth.eval.records import EvalSummary
     from sleuth.eval.runner import EvalConfig
 
 IndexLike = StoreIndex | str | os.PathLike[str] | Tools
@@ -194,7 +195,7 @@ def evaluate(
     policy: PolicyLike = DEFAULT_POLICY,
     config: EvalConfig | None = None,
     options: PolicyOptions | None = None,
-) -> dict[str, Any]:
+) -> EvalSummary:
     """Evaluate ``policy`` on a task set: concurrent, resumable (call again with the same
     ``out``); writes per-query records, ``summary.json``, plots and ``report.html`` there.
 

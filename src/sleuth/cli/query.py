@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
@@ -32,6 +32,9 @@ from sleuth.cli.common import (
 from sleuth.errors import InputError, RunFailedError
 from sleuth.harness.budget import BUDGET_TOKENS, MAX_TURNS
 from sleuth.metrics import BETA
+
+if TYPE_CHECKING:
+    from sleuth.eval.records import EvalSummary
 
 
 @app.command()
@@ -184,20 +187,20 @@ def eval_cmd(
     )
     _fail_if_all_failed(summary, out)
     if as_json:
-        print(json.dumps(summary))
+        print(json.dumps(summary.model_dump()))
     else:
         print((Path(out) / "summary.md").read_text())
         console.print(f"report: {Path(out) / 'report.html'}")
 
 
-def _fail_if_all_failed(summary: dict, out: Path) -> None:
+def _fail_if_all_failed(summary: EvalSummary, out: Path) -> None:
     """An eval whose every query failed (an endpoint that never answered) has failed."""
-    overall = summary["overall"]
+    overall = summary.overall
     if overall["count"] and overall["failed_count"] == overall["count"]:
         from sleuth.eval.records import read_records
         from sleuth.eval.runner import RESULTS
 
-        first = next(read_records(Path(out) / RESULTS), {}).get("error")
+        first = next((r.error for r in read_records(Path(out) / RESULTS)), None)
         raise RunFailedError(
             f"every query failed ({overall['count']} of {overall['count']}), e.g. {first}; "
             f"records in {Path(out) / RESULTS}"

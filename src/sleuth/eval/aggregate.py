@@ -19,13 +19,14 @@ from typing import Any
 
 import numpy as np
 
-Record = dict[str, Any]
+from sleuth.eval.records import EvalSummary, QueryRecord, RunInfo, Scores
+
 BOOTSTRAP_SAMPLES = 2000
 Interval = tuple[float, float]
-GROUPS: dict[str, Callable[[Record], str]] = {
-    "by_hops": lambda r: str(r["hops"]),
-    "by_domain": lambda r: str(r["domain"]),
-    "by_source": lambda r: str(r["source"]),
+GROUPS: dict[str, Callable[[QueryRecord], str]] = {
+    "by_hops": lambda r: str(r.hops),
+    "by_domain": lambda r: r.domain,
+    "by_source": lambda r: r.source,
 }
 
 
@@ -35,33 +36,33 @@ def mean_defined(values: Iterable[Any]) -> float | None:
     return sum(numbers) / len(numbers) if numbers else None
 
 
-def aggregate_records(records: Sequence[Record]) -> dict[str, float | int | None]:
+def aggregate_records(records: Sequence[QueryRecord]) -> Scores:
     """``count``, the failure counts, the mean of every metric, ``prune_accuracy_n`` and every
     ``reward/<term>``."""
-    out: dict[str, float | int | None] = {
+    out: Scores = {
         "count": len(records),
-        "failed_count": sum(r["error"] is not None for r in records),
-        "policy_errors": sum(s == "policy_error" for r in records for s in r["stop_reasons"]),
+        "failed_count": sum(r.error is not None for r in records),
+        "policy_errors": sum(s == "policy_error" for r in records for s in r.stop_reasons),
     }
     if not records:
         return out
-    for key in records[0]["metrics"]:
-        out[key] = mean_defined(r["metrics"].get(key) for r in records)
-    out["prune_accuracy_n"] = sum(r["metrics"].get("prune_accuracy") is not None for r in records)
-    for key in records[0]["reward"]:
-        out[f"reward/{key}"] = mean_defined(r["reward"].get(key) for r in records)
+    for key in records[0].metrics:
+        out[key] = mean_defined(r.metrics.get(key) for r in records)
+    out["prune_accuracy_n"] = sum(r.metrics.get("prune_accuracy") is not None for r in records)
+    for key in records[0].reward:
+        out[f"reward/{key}"] = mean_defined(r.reward.get(key) for r in records)
     return out
 
 
-def summarize(records: Sequence[Record], run: dict[str, Any]) -> dict[str, Any]:
+def summarize(records: Sequence[QueryRecord], run: RunInfo) -> EvalSummary:
     """The content of ``summary.json``: ``run`` settings, overall and per-group aggregates."""
-    summary: dict[str, Any] = {**run, "overall": aggregate_records(records)}
+    summary: dict[str, Any] = {**run.model_dump(), "overall": aggregate_records(records)}
     for name, key in GROUPS.items():
-        groups: dict[str, list[Record]] = {}
+        groups: dict[str, list[QueryRecord]] = {}
         for record in records:
             groups.setdefault(key(record), []).append(record)
         summary[name] = {g: aggregate_records(groups[g]) for g in sorted(groups, key=_natural)}
-    return summary
+    return EvalSummary.model_validate(summary)
 
 
 def _natural(label: str) -> tuple[int, int | str]:

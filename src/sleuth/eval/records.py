@@ -2,7 +2,8 @@
 
 Each is a pydantic model with ``schema_version``. Records are validated when they are written
 and when they are read back (a resumed run, a report), and travel between the eval's functions as
-their plain JSON mapping (``model_dump()``), which is what the aggregates and the reports index.
+these models; a query's ``metrics`` and ``reward`` stay name → value maps, since a fused record
+holds means of integer fields (turns, tokens) that :class:`~sleuth.metrics.Metrics` keeps whole.
 A file written with an older ``schema_version`` still loads; a newer one is refused with a
 message that says so.
 """
@@ -12,7 +13,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
@@ -20,6 +21,8 @@ from sleuth.errors import InputError
 from sleuth.io import read_jsonl
 
 RECORD_SCHEMA_VERSION = 1
+Scores = dict[str, Any]
+"""One query's metrics (or reward terms, or one group's aggregates) by name."""
 
 
 class _Versioned(BaseModel):
@@ -63,9 +66,9 @@ class QueryRecord(_Versioned):
     source: str
     policy: str
     rollouts: int
-    metrics: dict[str, Any]
+    metrics: Scores
     """:class:`sleuth.metrics.Metrics` fields (behaviour fields averaged over rollouts)."""
-    reward: dict[str, Any]
+    reward: Scores
     """:class:`sleuth.reward.RewardTerms` fields."""
     final_docs: list[str]
     gold_doc_ids: list[str]
@@ -86,27 +89,35 @@ class EvalSummary(_Versioned):
     fuse: str | None
     rrf_k: int
     beta: float
-    overall: dict[str, Any]
-    by_hops: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    by_domain: dict[str, dict[str, Any]] = Field(default_factory=dict)
-    by_source: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    overall: Scores
+    by_hops: dict[str, Scores] = Field(default_factory=dict)
+    by_domain: dict[str, Scores] = Field(default_factory=dict)
+    by_source: dict[str, Scores] = Field(default_factory=dict)
+
+    def group(self, name: str) -> dict[str, Scores]:
+        """``by_hops``, ``by_domain`` or ``by_source`` by its name."""
+        groups: dict[str, Scores] = getattr(self, name)
+        return groups
 
 
-def checked(model: type[_Versioned], data: dict[str, Any], source: str) -> dict[str, Any]:
-    """``data`` validated as ``model``, back as its JSON mapping (unknown keys kept).
+Record = TypeVar("Record", bound=_Versioned)
+
+
+def checked(model: type[Record], data: dict[str, Any], source: str) -> Record:
+    """``data`` validated as ``model`` (unknown keys kept).
 
     Raises:
         InputError: ``data`` does not fit the model (names the file and the field).
     """
     try:
-        return model.model_validate(data).model_dump()
+        return model.model_validate(data)
     except ValidationError as exc:
         first = exc.errors()[0]
         where = ".".join(str(p) for p in first["loc"]) or "record"
         raise InputError(f"{model.__name__} {where}: {first['msg']}", source=source) from exc
 
 
-def read_records(path: Path) -> Iterator[dict[str, Any]]:
+def read_records(path: Path) -> Iterator[QueryRecord]:
     """The records of a ``results.jsonl``, each checked as a :class:`QueryRecord`."""
     fix = "delete that line and rerun the same command to resume (its query runs again)"
     for n, record in enumerate(read_jsonl(path, fix=fix), start=1):
@@ -116,7 +127,7 @@ def read_records(path: Path) -> Iterator[dict[str, Any]]:
             raise InputError(f"record {n}: {e}; {fix}") from None
 
 
-def read_json_record(model: type[_Versioned], path: Path) -> dict[str, Any]:
+def read_json_record(model: type[Record], path: Path) -> Record:
     """A ``run.json`` or ``summary.json``, checked as ``model``.
 
     Raises:

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from sleuth.eval.plots import metrics_by_group, tokens_over_turns, tool_calls_per_turn
+from sleuth.eval.records import EvalSummary, QueryRecord, Scores
 from sleuth.harness.trajectory import Trajectory, Turn, load_trajectory
 from sleuth.io import atomic_write_text
 
-Record = dict[str, Any]
 COLUMNS = {
     "count": "n",
     "failed_count": "failed",
@@ -43,7 +43,7 @@ _SNIPPET = 320  # characters of a chunk shown in the example trajectory
 _TEXT = 2000  # characters of a policy message shown
 
 
-def write_report(out_dir: Path, summary: dict[str, Any], records: Sequence[Record]) -> list[Path]:
+def write_report(out_dir: Path, summary: EvalSummary, records: Sequence[QueryRecord]) -> list[Path]:
     """Write ``summary.md``, the PNG plots and ``report.html``; returns the paths written."""
     images = draw_plots(summary, records)
     written = []
@@ -55,13 +55,13 @@ def write_report(out_dir: Path, summary: dict[str, Any], records: Sequence[Recor
     return [*written, out_dir / "summary.md", out_dir / "report.html"]
 
 
-def draw_plots(summary: dict[str, Any], records: Sequence[Record]) -> dict[str, bytes]:
+def draw_plots(summary: EvalSummary, records: Sequence[QueryRecord]) -> dict[str, bytes]:
     """File name → PNG bytes of every plot."""
-    calls = [n for r in records for run in r["turn_tool_calls"] for n in run]
-    tokens = [run for r in records for run in r["turn_tokens"]]
+    calls = [n for r in records for run in r.turn_tool_calls for n in run]
+    tokens = [run for r in records for run in r.turn_tokens]
     return {
-        "metrics_by_hops.png": metrics_by_group(summary["by_hops"], "hop level"),
-        "metrics_by_domain.png": metrics_by_group(summary["by_domain"], "domain"),
+        "metrics_by_hops.png": metrics_by_group(summary.by_hops, "hop level"),
+        "metrics_by_domain.png": metrics_by_group(summary.by_domain, "domain"),
         "tool_calls_per_turn.png": tool_calls_per_turn(calls),
         "tokens_over_turns.png": tokens_over_turns(tokens),
     }
@@ -75,18 +75,18 @@ def format_value(key: str, value: Any) -> str:
     return f"{value:.2f}" if key in ("turns", "tool_calls") else f"{value:.3f}"
 
 
-def table_rows(summary: dict[str, Any]) -> list[tuple[str, list[tuple[str, str]]]]:
+def table_rows(summary: EvalSummary) -> list[tuple[str, list[tuple[str, Scores]]]]:
     """``(table title, [(row label, aggregate), ...])`` for overall and every grouping."""
-    tables = [("Overall", [("all", summary["overall"])])]
+    tables = [("Overall", [("all", summary.overall)])]
     for key, title in GROUP_TITLES.items():
-        tables.append((f"By {title}", list(summary[key].items())))
+        tables.append((f"By {title}", list(summary.group(key).items())))
     return tables
 
 
-def markdown_summary(summary: dict[str, Any]) -> str:
+def markdown_summary(summary: EvalSummary) -> str:
     """The summary as Markdown tables (overall, by hop level, by domain, by source)."""
-    lines = [f"# Eval: {summary['policy']}", "", _settings_line(summary)]
-    overall = summary["overall"]
+    lines = [f"# Eval: {summary.policy}", "", _settings_line(summary)]
+    overall = summary.overall
     if overall.get("failed_count"):
         lines += [
             "",
@@ -103,10 +103,10 @@ def markdown_summary(summary: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def _settings_line(summary: dict[str, Any]) -> str:
-    fuse = f", fused by {summary['fuse']} (k = {summary['rrf_k']})" if summary["fuse"] else ""
-    runs = f"{summary['rollouts']} rollout(s) per query{fuse}"
-    return f"Policy `{summary['policy']}`, {runs}, β = {summary['beta']}."
+def _settings_line(summary: EvalSummary) -> str:
+    fuse = f", fused by {summary.fuse} (k = {summary.rrf_k})" if summary.fuse else ""
+    runs = f"{summary.rollouts} rollout(s) per query{fuse}"
+    return f"Policy `{summary.policy}`, {runs}, β = {summary.beta}."
 
 
 # ---- HTML ---------------------------------------------------------------------------------
@@ -127,10 +127,10 @@ pre{white-space:pre-wrap;background:#f6f6f6;padding:.5em;font-size:12.5px}
 
 
 def html_report(
-    summary: dict[str, Any], records: Sequence[Record], images: dict[str, bytes], out_dir: Path
+    summary: EvalSummary, records: Sequence[QueryRecord], images: dict[str, bytes], out_dir: Path
 ) -> str:
     """One offline page: settings, tables, plots, per-query results and an example run."""
-    parts = [f"<h1>Eval: {escape(str(summary['policy']))}</h1>"]
+    parts = [f"<h1>Eval: {escape(summary.policy)}</h1>"]
     parts.append(f"<p>{escape(_settings_line(summary))}</p>")
     for title, rows in table_rows(summary):
         parts.append(f"<h2>{escape(title)}</h2>{_html_table(rows)}")
@@ -146,12 +146,12 @@ def html_report(
     body = "\n".join(parts)
     return (
         "<!DOCTYPE html><html><head><meta charset='utf-8'>"
-        f"<title>sleuth eval: {escape(str(summary['policy']))}</title><style>{_CSS}</style>"
+        f"<title>sleuth eval: {escape(summary.policy)}</title><style>{_CSS}</style>"
         f"</head><body>{body}</body></html>\n"
     )
 
 
-def _html_table(rows: list[tuple[str, dict[str, Any]]]) -> str:
+def _html_table(rows: list[tuple[str, Scores]]) -> str:
     head = "".join(f"<th>{escape(h)}</th>" for h in ["group", *COLUMNS.values()])
     body = "".join(
         f"<tr><td>{escape(label)}</td>"
@@ -162,40 +162,42 @@ def _html_table(rows: list[tuple[str, dict[str, Any]]]) -> str:
     return f"<table><tr>{head}</tr>{body}</table>"
 
 
-def _query_table(records: Sequence[Record]) -> str:
+def _query_table(records: Sequence[QueryRecord]) -> str:
     keys = ["final_answer_found", "recall", "recall_at_5", "f1", "trajectory_recall", "turns"]
     head = "".join(f"<th>{h}</th>" for h in ["task", "hops", "domain", *keys, "reward", "stop"])
     rows = []
     for r in records:
-        m = r["metrics"]
-        cells = [escape(r["task_id"]), str(r["hops"]), escape(str(r["domain"]))]
+        m = r.metrics
+        cells = [escape(r.task_id), str(r.hops), escape(r.domain)]
         cells += [format_value(k, m.get(k)) for k in keys]
         cells += [
-            format_value("reward", r["reward"]["total"]),
-            escape(", ".join(map(str, r["stop_reasons"]))),
+            format_value("reward", r.reward["total"]),
+            escape(", ".join(map(str, r.stop_reasons))),
         ]
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
     return f"<table><tr>{head}</tr>{''.join(rows)}</table>"
 
 
-def _example(records: Sequence[Record], out_dir: Path) -> tuple[Record, Trajectory] | None:
+def _example(
+    records: Sequence[QueryRecord], out_dir: Path
+) -> tuple[QueryRecord, Trajectory] | None:
     """The first query with a multi-turn run whose trajectory file can still be read."""
-    ordered = sorted(records, key=lambda r: r["metrics"]["turns"] < 2)  # stable: first wins
+    ordered = sorted(records, key=lambda r: r.metrics["turns"] < 2)  # stable: first wins
     for record in ordered:
-        path = out_dir / record["trajectories"][0]
+        path = out_dir / record.trajectories[0]
         if path.exists():
             return record, load_trajectory(path)
     return None
 
 
-def render_trajectory(trajectory: Trajectory, record: Record) -> str:
+def render_trajectory(trajectory: Trajectory, record: QueryRecord) -> str:
     """A run as readable HTML: each turn's text, calls and results; gold chunks highlighted."""
-    gold = set(record["gold_doc_ids"])
+    gold = set(record.gold_doc_ids)
     pruned = {i for e in trajectory.tool_events() if e.prune for i in e.prune.pruned}
     parts = [
         f"<p><b>Query</b>: {escape(trajectory.query)}</p>",
         f"<p><b>Gold documents</b>: {escape(', '.join(sorted(gold)))}"
-        f" <span class='muted'>(task {escape(record['task_id'])}, policy "
+        f" <span class='muted'>(task {escape(record.task_id)}, policy "
         f"{escape(trajectory.policy)}, stop: {escape(str(trajectory.stop_reason))})</span></p>",
     ]
     parts += [_render_turn(turn, gold, pruned) for turn in trajectory.turns]

@@ -122,7 +122,7 @@ def run_eval(
     tools: Tools,
     out_dir: str | Path,
     config: EvalConfig | None = None,
-) -> dict[str, Any]:
+) -> EvalSummary:
     """Evaluate ``policy`` on ``tasks``; returns the summary (also written to ``summary.json``).
 
     Args:
@@ -152,9 +152,13 @@ def run_eval(
         label = (
             built.label if isinstance(built, BuiltPolicy) else getattr(policy, "__name__", "custom")
         )
-    run = {"schema_version": RECORD_SCHEMA_VERSION, "policy": label, "rollouts": cfg.rollouts}
-    run |= {"fuse": cfg.fuse if cfg.rollouts > 1 else None, "rrf_k": cfg.rrf_k, "beta": cfg.beta}
-    run = checked(RunInfo, run, str(out / RUN_INFO))
+    settings = {"schema_version": RECORD_SCHEMA_VERSION, "policy": label, "rollouts": cfg.rollouts}
+    settings |= {
+        "fuse": cfg.fuse if cfg.rollouts > 1 else None,
+        "rrf_k": cfg.rrf_k,
+        "beta": cfg.beta,
+    }
+    run = checked(RunInfo, settings, str(out / RUN_INFO))
     if isinstance(built, BuiltPolicy):
         tools, make_policy = built.for_tools(tools)
         harness = built.harness(cfg.harness_config)
@@ -172,26 +176,31 @@ def run_eval(
         rrf_k=cfg.rrf_k,
     )
     with folder_lock(out, "this eval run"):  # a second eval into it would mix the records
-        finished = load_results(out / RESULTS)  # checked before anything is written
+        finished = finished_records(out / RESULTS)  # checked before anything is written
         _claim(out, run)
         _cut_torn_tail(out / RESULTS)
         todo = [t for t in tasks if _needs_run(finished.get(t.id), cfg.retry_failed)]
         _run_all(job, todo, finished, cfg.concurrency, cfg.progress, total=len(tasks))
         records = [finished[t.id] for t in tasks if t.id in finished]
-        summary = checked(EvalSummary, summarize(records, run), str(out / SUMMARY))
-        atomic_write_text(out / SUMMARY, json.dumps(summary, indent=2))
+        summary = summarize(records, run)
+        atomic_write_text(out / SUMMARY, json.dumps(summary.model_dump(), indent=2))
         write_report(out, summary, records)
     return summary
 
 
-def load_results(path: Path) -> dict[str, dict[str, Any]]:
+def finished_records(path: Path) -> dict[str, QueryRecord]:
     """Finished records by task id (the last one wins; a torn last line is skipped)."""
     if not path.exists():
         return {}
-    return {record["task_id"]: record for record in read_records(path)}
+    return {record.task_id: record for record in read_records(path)}
 
 
-def _run_task(task: Task, job: _Job) -> dict[str, Any]:
+def load_results(path: Path) -> dict[str, dict[str, Any]]:
+    """:func:`finished_records` as JSON mappings, for scripts that index them (the benchmarks)."""
+    return {task_id: r.model_dump() for task_id, r in finished_records(path).items()}
+
+
+def _run_task(task: Task, job: _Job) -> QueryRecord:
     """Run every rollout of one query and build its record."""
     paths = [_trajectory_path(job, task.id, r) for r in range(job.rollouts)]
     runs = [
@@ -223,7 +232,7 @@ def _run_task(task: Task, job: _Job) -> dict[str, Any]:
 def _run_all(
     job: _Job,
     todo: list[Task],
-    finished: dict[str, dict[str, Any]],
+    finished: dict[str, QueryRecord],
     concurrency: int,
     show: bool,
     total: int,
@@ -239,30 +248,30 @@ def _run_all(
             futures = [pool.submit(_run_task, task, job) for task in todo]
             for future in as_completed(futures):
                 record = future.result()  # a crash inside a run stops the eval here
-                append_jsonl(results, record)
-                finished[record["task_id"]] = record
+                append_jsonl(results, record.model_dump())
+                finished[record.task_id] = record
                 bar.advance(task_bar)
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
 
 
-def _claim(out: Path, run: dict[str, Any]) -> None:
+def _claim(out: Path, run: RunInfo) -> None:
     """Record the settings, or check them against those of the run being resumed."""
     path = out / RUN_INFO
     if path.exists():
         before = read_json_record(RunInfo, path)
-        changed = [k for k in CHECKED if before.get(k) != run[k]]
+        changed = [k for k in CHECKED if getattr(before, k) != getattr(run, k)]
         if changed:
-            was = ", ".join(f"{k}={before.get(k)!r}" for k in changed)
+            was = ", ".join(f"{k}={getattr(before, k)!r}" for k in changed)
             raise InputError(
                 f"holds a run with {was}; resume with those or use another --out", source=str(out)
             )
         return
-    atomic_write_text(path, json.dumps(run, indent=2))
+    atomic_write_text(path, json.dumps(run.model_dump(), indent=2))
 
 
-def _needs_run(record: dict[str, Any] | None, retry_failed: bool) -> bool:
-    return record is None or (retry_failed and record.get("error") is not None)
+def _needs_run(record: QueryRecord | None, retry_failed: bool) -> bool:
+    return record is None or (retry_failed and record.error is not None)
 
 
 def _cut_torn_tail(path: Path) -> None:

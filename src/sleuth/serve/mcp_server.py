@@ -31,7 +31,7 @@ from __future__ import annotations
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, cast
 from uuid import uuid4
 
 from pydantic import BaseModel, Field
@@ -63,7 +63,7 @@ from sleuth.serve.http import (
 )
 from sleuth.serve.limits import bounded
 from sleuth.tools.spec import DESCRIBE, GREP, PRUNE, READ, SEARCH, WHERE_DESCRIPTION
-from sleuth.tools.toolbox import ToolConfig
+from sleuth.tools.toolbox import Toolbox, ToolConfig
 from sleuth.tools.types import ChunkHit, ToolResult, render_result
 
 Transport = Literal["stdio", "http"]
@@ -175,7 +175,7 @@ class SleuthTools:
 
     def __init__(self, agent: Agent, config: McpServerConfig):
         self.agent = agent
-        self.toolbox = agent.tools  # a Toolbox: build_server opens the agent over an index
+        self.toolbox = cast(Toolbox, agent.tools)  # build_server opens the agent over an index
         self.config = config
 
     def search_corpus(
