@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from sleuth.cli.common import IndexOpt, JsonOpt, cli_errors, console, index_app
 
+if TYPE_CHECKING:
+    from sleuth.index.manifest import SyncResult
 
-def _report(result, index: Path, as_json: bool, verb: str) -> None:
+
+def _report(result: SyncResult, index: Path, as_json: bool, verb: str) -> None:
     if as_json:
         print(result.model_dump_json())
         return

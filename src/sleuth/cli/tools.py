@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import json
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from sleuth.cli.common import IndexOpt, JsonOpt, cli_errors, tools_app
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from sleuth.api import Index
+    from sleuth.tools.types import ToolResult
 
 WhereOpt = Annotated[
     str | None,
@@ -19,13 +25,14 @@ WhereOpt = Annotated[
 ]
 
 
-def _open(index):
+def _open(index: Path) -> Index:
+
     from sleuth.api import Index
 
     return Index.open(index)
 
 
-def _print_result(result, as_json: bool) -> None:
+def _print_result(result: ToolResult, as_json: bool) -> None:
     from sleuth.tools.types import render_result
 
     if as_json:
