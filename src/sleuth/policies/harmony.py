@@ -170,7 +170,8 @@ def render_prompt(
     conv = Conversation.from_messages(
         to_harmony_messages(messages, tools, reasoning_effort, conversation_start_date)
     )
-    return harmony_encoding().render_conversation_for_completion(conv, Role.ASSISTANT)
+    tokens: list[int] = harmony_encoding().render_conversation_for_completion(conv, Role.ASSISTANT)
+    return tokens
 
 
 # ---------------------------------------------------------------- parsing (tokens → output)
@@ -216,11 +217,12 @@ def _parse_messages(token_ids: Sequence[int]) -> list[Message] | None:
     enc = harmony_encoding()
     for strict in (True, False):
         try:
-            return enc.parse_messages_from_completion_tokens(
+            parsed: list[Message] = enc.parse_messages_from_completion_tokens(
                 token_ids, Role.ASSISTANT, strict=strict
             )
         except HarmonyError:
             continue
+        return parsed
     return None
 
 
@@ -259,7 +261,8 @@ def _completion_token_ids(choice: Any) -> list[int]:
     tokens = choice.logprobs.tokens if choice.logprobs else None
     if tokens and all(t.startswith("token_id:") for t in tokens):
         return [int(t.removeprefix("token_id:")) for t in tokens]
-    return harmony_encoding().encode(choice.text, allowed_special="all")
+    encoded: list[int] = harmony_encoding().encode(choice.text, allowed_special="all")
+    return encoded
 
 
 class HarmonyPolicy:

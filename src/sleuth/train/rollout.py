@@ -29,6 +29,7 @@ from sleuth.harness.policy import Policy
 from sleuth.harness.trajectory import Trajectory
 from sleuth.policies.local_hf import LocalHFPolicy
 from sleuth.policies.openai_completions import OpenAICompletionsPolicy
+from sleuth.policies.sampling import Sampling
 from sleuth.policies.spec import PolicyFactory
 from sleuth.tasks.schema import Task
 from sleuth.tools.base import Tools
@@ -82,35 +83,18 @@ class LocalRolloutEngine:
 
     Args:
         model / tokenizer: the model being trained (LoRA-wrapped or not) and its tokenizer.
-        temperature: sampling temperature; behaviour log-probs are always taken at temperature 1
-            (``LocalHFPolicy.generate``), so keep 1.0 for RL.
-        top_p: nucleus mass; 1.0 keeps the sampler equal to the policy being trained.
-        max_new_tokens: cap on each reply on top of the harness's limit.
+        sampling: behaviour log-probs are always taken at temperature 1
+            (``LocalHFPolicy.generate``), so RL keeps the default :class:`Sampling`.
     """
 
-    def __init__(
-        self,
-        model: Any,
-        tokenizer: Any,
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        max_new_tokens: int | None = None,
-    ):
+    def __init__(self, model: Any, tokenizer: Any, sampling: Sampling | None = None):
         self.model = model
         self.tokenizer = tokenizer
-        self.temperature = temperature
-        self.top_p = top_p
-        self.max_new_tokens = max_new_tokens
+        self.sampling = sampling or Sampling()
 
     def policy(self, seed: int) -> LocalHFPolicy:
         return LocalHFPolicy(
-            self.model,
-            self.tokenizer,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            max_new_tokens=self.max_new_tokens,
-            seed=seed,
-            name="local-hf-rl",
+            self.model, self.tokenizer, self.sampling, seed=seed, name="local-hf-rl"
         )
 
     def sync(self, model: Any, step: int) -> None:
@@ -140,9 +124,7 @@ class OpenAICompletionsEngine:
         tokenizer: Any,
         adapter_root: str | Path,
         api_key: str = "EMPTY",
-        temperature: float = 1.0,
-        top_p: float = 1.0,
-        max_new_tokens: int | None = None,
+        sampling: Sampling | None = None,
         timeout_s: float = 300.0,
     ):
         import openai
@@ -153,19 +135,11 @@ class OpenAICompletionsEngine:
         self.base_model = base_model
         self.tokenizer = tokenizer
         self.adapter_root = Path(adapter_root)
-        self.temperature = temperature
-        self.top_p = top_p
-        self.max_new_tokens = max_new_tokens
+        self.sampling = sampling or Sampling()
 
     def policy(self, seed: int) -> OpenAICompletionsPolicy:
         return OpenAICompletionsPolicy(
-            self.client,
-            self.served,
-            self.tokenizer,
-            temperature=self.temperature,
-            top_p=self.top_p,
-            seed=seed,
-            max_new_tokens=self.max_new_tokens,
+            self.client, self.served, self.tokenizer, self.sampling, seed
         )
 
     def sync(self, model: Any, step: int) -> None:
