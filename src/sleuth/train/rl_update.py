@@ -23,7 +23,12 @@ from sleuth.train.cispo import cispo_loss
 from sleuth.train.distributed import DataParallel
 from sleuth.train.model import clip_and_step
 from sleuth.train.rl_types import RLConfig, TrainItem
-from sleuth.train.sequences import TrainSequence, collate_sequences, sequence_logprobs
+from sleuth.train.sequences import (
+    SequenceBatch,
+    TrainSequence,
+    collate_sequences,
+    sequence_logprobs,
+)
 
 
 def minibatches(items: Sequence[TrainItem], k: int, seed: int) -> list[list[TrainItem]]:
@@ -63,7 +68,9 @@ def _targets(sequence: TrainSequence) -> int:
     return sum(sequence.loss_mask[1:])
 
 
-def _forward(model: Any, items: Sequence[TrainItem], pad: int, config: RLConfig):
+def _forward(
+    model: Any, items: Sequence[TrainItem], pad: int, config: RLConfig
+) -> tuple[SequenceBatch, torch.Tensor, torch.Tensor, torch.Tensor]:
     device = config.student.device
     batch = collate_sequences([it.sequence for it in items], pad_id=pad)
     autocast = torch.autocast(
@@ -78,7 +85,9 @@ def _forward(model: Any, items: Sequence[TrainItem], pad: int, config: RLConfig)
     return batch, logprobs_BT, entropy_BT, mask_BT
 
 
-def _gap(logprobs_BT: torch.Tensor, behaviour_BT: torch.Tensor, mask_BT: torch.Tensor) -> Counter:
+def _gap(
+    logprobs_BT: torch.Tensor, behaviour_BT: torch.Tensor, mask_BT: torch.Tensor
+) -> Counter[str]:
     """Sum of |log π_train − log π_sample| over target tokens, and their count: the
     sampler/trainer mismatch (engine numerics, quantisation) that the CISPO ratio absorbs."""
     gap_BT = torch.where(mask_BT, (logprobs_BT.detach() - behaviour_BT).abs(), 0.0)
@@ -88,11 +97,11 @@ def _gap(logprobs_BT: torch.Tensor, behaviour_BT: torch.Tensor, mask_BT: torch.T
 @torch.no_grad()
 def recompute_behaviour(
     model: Any, items: Sequence[TrainItem], pad: int, config: RLConfig
-) -> tuple[list[TrainItem], Counter]:
+) -> tuple[list[TrainItem], Counter[str]]:
     """Replace sampler log-probs with the current weights' (the ``recompute`` anchor); also
     returns the gap between the two (:func:`_gap`)."""
     out: list[TrainItem] = []
-    gap: Counter = Counter()
+    gap: Counter[str] = Counter()
     device, micro = config.student.device, config.micro_batch_size
     for i in range(0, len(items), micro):
         chunk = items[i : i + micro]
@@ -130,7 +139,7 @@ def cispo_update(
     """
     dp = dp or DataParallel()
     device, temperature = config.student.device, config.temperature
-    gap: Counter = Counter()
+    gap: Counter[str] = Counter()
     if config.anchor == "recompute":
         items, gap = recompute_behaviour(model, items, pad, config)
     totals: dict[str, float] = {}

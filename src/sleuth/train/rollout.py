@@ -58,7 +58,9 @@ class RolloutEngine(Protocol):
         ...
 
 
-def run_rollout(make_policy: PolicyFactory, tools: Tools, config: HarnessConfig, job: RolloutJob):
+def run_rollout(
+    make_policy: PolicyFactory, tools: Tools, config: HarnessConfig, job: RolloutJob
+) -> Trajectory:
     """One task through the harness; policy and tool failures are recorded, not raised."""
     harness = Harness(tools, make_policy(job.seed), config)
     return harness.run(job.task.query, trajectory_path=job.trajectory_path)
@@ -197,8 +199,9 @@ def collect_rollouts_ray(
 
         def run(self, job: RolloutJob) -> dict[str, Any]:
             trajectory = run_rollout(self.make_policy, self.tools, config, job)
-            return trajectory.model_dump(mode="json")
+            dumped: dict[str, Any] = trajectory.model_dump(mode="json")
+            return dumped
 
-    workers = [RolloutWorker.remote() for _ in range(max(num_workers, 1))]
+    workers = [RolloutWorker.remote() for _ in range(max(num_workers, 1))]  # type: ignore[attr-defined]  # ray adds .remote
     refs = [workers[i % len(workers)].run.remote(job) for i, job in enumerate(jobs)]
     return [Trajectory.model_validate(d) for d in ray.get(refs)]

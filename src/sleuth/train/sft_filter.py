@@ -27,7 +27,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from enum import StrEnum
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -135,7 +135,8 @@ def low_keep_probability(
     """
     q_traj = min(trajectory_recall / config.high_trajectory_recall, 1.0)
     q_out = min(output_recall / config.high_output_recall, 1.0)
-    return ((q_traj + q_out) / 2) ** config.low_keep_power
+    keep: float = ((q_traj + q_out) / 2) ** config.low_keep_power
+    return keep
 
 
 def filter_for_sft(
@@ -161,7 +162,9 @@ def filter_for_sft(
     return FilterResult(kept, verdicts, report)
 
 
-def _first_verdict(candidate: Candidate, config: SFTFilterConfig, rng: random.Random) -> Verdict:
+def _first_verdict(
+    candidate: Candidate[Any], config: SFTFilterConfig, rng: random.Random
+) -> Verdict:
     """Rules 1-5 on one candidate alone; the per-query rules are applied afterwards."""
     traj, out = candidate.trajectory_recall, candidate.output_recall
     if candidate.malformed:
@@ -178,7 +181,9 @@ def _first_verdict(candidate: Candidate, config: SFTFilterConfig, rng: random.Ra
     return Verdict.DROPPED_LOW_DRAW
 
 
-def _keep_best_high_per_query(candidates: Sequence[Candidate], verdicts: list[Verdict]) -> None:
+def _keep_best_high_per_query(
+    candidates: Sequence[Candidate[Any]], verdicts: list[Verdict]
+) -> None:
     best: dict[str, int] = {}
     for i, c in enumerate(candidates):
         if verdicts[i] != Verdict.KEPT_HIGH:
@@ -191,12 +196,12 @@ def _keep_best_high_per_query(candidates: Sequence[Candidate], verdicts: list[Ve
             verdicts[i] = Verdict.DROPPED_DUPLICATE_HIGH
 
 
-def _score(candidate: Candidate) -> tuple[float, float]:
+def _score(candidate: Candidate[Any]) -> tuple[float, float]:
     return candidate.output_recall, candidate.trajectory_recall
 
 
 def _cap_zero_recall(
-    candidates: Sequence[Candidate],
+    candidates: Sequence[Candidate[Any]],
     verdicts: list[Verdict],
     config: SFTFilterConfig,
     rng: random.Random,
