@@ -86,7 +86,7 @@ def merged_state_dict(model: Any) -> dict[str, torch.Tensor]:
 
 
 def _merged_linear(module: Any) -> torch.Tensor:
-    weight = module.get_base_layer().weight
+    weight: torch.Tensor = module.get_base_layer().weight
     for adapter in module.active_adapters:
         if adapter not in module.lora_A:
             continue
@@ -111,7 +111,7 @@ def merged_shell(model: Any) -> Any:
     if hasattr(config, "quantization_config"):
         del config.quantization_config
     with torch.device("meta"):
-        shell = AutoModelForCausalLM.from_config(config)
+        shell = AutoModelForCausalLM.from_config(config)  # type: ignore[no-untyped-call]
     shell.load_state_dict(merged_state_dict(model), assign=True, strict=False)
     shell.tie_weights()
     missing = [n for n, p in shell.named_parameters() if p.is_meta]
@@ -143,7 +143,9 @@ def convert(model: Any, tokenizer: Any, folder: str | Path) -> Path:
     return out
 
 
-def load_generator(model: Any, tokenizer: Any, compute_type: str = "float32", threads: int = 0):
+def load_generator(
+    model: Any, tokenizer: Any, compute_type: str = "float32", threads: int = 0
+) -> Any:
     """A CTranslate2 generator over ``model``'s current weights (converted via a temp folder)."""
     ct2 = _require_ct2()
     with tempfile.TemporaryDirectory(prefix="sleuth-ct2-") as folder:

@@ -46,7 +46,9 @@ def smollm2_gguf_path() -> Path:
 # ---------------------------------------------------------------- sampling
 
 
-def _sample(logits: torch.Tensor, temperature: float, top_p: float, gen: torch.Generator | None):
+def _sample(
+    logits: torch.Tensor, temperature: float, top_p: float, gen: torch.Generator | None
+) -> int:
     """One token id from 1-D logits: greedy at temperature 0, else tempered nucleus sampling."""
     if temperature <= 0:
         return int(logits.argmax())
@@ -118,7 +120,8 @@ class LocalHFPolicy:
         if path.suffix == ".gguf":
             path, kwargs["gguf_file"] = path.parent, path.name
         tokenizer = AutoTokenizer.from_pretrained(path, **kwargs)
-        model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **kwargs).to(device)
+        model: Any = AutoModelForCausalLM.from_pretrained(path, dtype=dtype, **kwargs)
+        model = model.to(device)
         if adapter is not None:
             try:
                 from peft import PeftModel
