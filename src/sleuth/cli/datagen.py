@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, cast
 
 import typer
 
@@ -18,6 +19,9 @@ from sleuth.cli.common import (
     datagen_app,
 )
 from sleuth.errors import InputError
+
+if TYPE_CHECKING:
+    from sleuth.datagen.pipeline.runner import Pipeline
 
 
 @datagen_app.command("offline")
@@ -77,8 +81,8 @@ def _pipeline(
     max_turns: int,
     workers: int,
     progress: bool,
-):
-    from sleuth.datagen.pipeline.llm import LLMConfig
+) -> Pipeline:
+    from sleuth.datagen.pipeline.llm import CacheMode, LLMConfig
     from sleuth.datagen.pipeline.runner import DatagenConfig
     from sleuth.datagen.pipeline.stages import open_pipeline
 
@@ -87,7 +91,7 @@ def _pipeline(
         base_url=base_url,
         api_key=api_key,
         cache_dir=cache or run_dir / "llm-cache",
-        mode=mode,
+        mode=cast(CacheMode, mode),  # checked by LLMConfig, as before
         requests_per_second=rps,
     )
     config = DatagenConfig(
@@ -96,7 +100,7 @@ def _pipeline(
     return open_pipeline(run_dir, index, llm, domain=domain, config=config)
 
 
-def _datagen_stage_command(stage: str):
+def _datagen_stage_command(stage: str) -> Callable[..., None]:
     def command(
         run_dir: Annotated[
             Path, typer.Option("--run", help="Run folder (records, cache, ledger).")

@@ -16,7 +16,9 @@ from sleuth.train.constants import CISPO_W_MAX, CISPO_W_MIN
 
 if TYPE_CHECKING:
     from sleuth.train.model import StudentConfig
+    from sleuth.train.rl import EngineFactory
     from sleuth.train.rl_types import RLConfig
+    from sleuth.train.rollout import OpenAICompletionsEngine
 
 StudentOpt = Annotated[
     str | None, typer.Option("--model", help="Student: HF folder or .gguf (default SmolLM2).")
@@ -197,7 +199,7 @@ def _rl_config(
     raise InputError(f"unknown --preset {preset!r}; use report or cpu-small")
 
 
-def _vllm_engine(vllm_url: str | None, served_model: str | None, out: Path):
+def _vllm_engine(vllm_url: str | None, served_model: str | None, out: Path) -> EngineFactory | None:
     """The rollout engine factory of ``--vllm-url`` (None: the in-process one)."""
     if not vllm_url:
         return None
@@ -206,7 +208,7 @@ def _vllm_engine(vllm_url: str | None, served_model: str | None, out: Path):
     if not served_model:
         raise InputError("--vllm-url needs --served-model")
 
-    def make_engine(model, tokenizer):
+    def make_engine(model: Any, tokenizer: Any) -> OpenAICompletionsEngine:
         return OpenAICompletionsEngine(
             vllm_url, served_model, tokenizer, adapter_root=out / "adapters"
         )
