@@ -6,7 +6,7 @@ import functools
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -15,6 +15,11 @@ from typer.core import TyperGroup
 
 from sleuth.errors import InputError, SleuthError
 from sleuth.progress import progress_bar as _progress_bar
+
+if TYPE_CHECKING:
+    from sleuth.harness import HarnessConfig
+    from sleuth.policies.spec import BuiltPolicy
+    from sleuth.tools.base import Tools
 
 # click's exceptions, wherever this typer takes click from (newer releases carry their own copy)
 _CLICK = sys.modules[typer.BadParameter.__module__]
@@ -28,9 +33,9 @@ class OneLineErrors(TyperGroup):
     def main(self, args: Any = None, prog_name: Any = None, *rest: Any, **kw: Any) -> Any:
         standalone = kw.pop("standalone_mode", True)
         if not standalone:
-            return super().main(args, prog_name, *rest, standalone_mode=False, **kw)
+            return super().main(args, prog_name, *rest, standalone_mode=False, **kw)  # type: ignore[misc]
         try:
-            code = super().main(args, prog_name, *rest, standalone_mode=False, **kw)
+            code = super().main(args, prog_name, *rest, standalone_mode=False, **kw)  # type: ignore[misc]
         except _CLICK.NoArgsIsHelpError:
             return super().main(args, prog_name, *rest, **kw)  # prints the help as typer does
         except _CLICK.ClickException as e:
@@ -95,7 +100,7 @@ def at_least(value: float | None, minimum: float, option: str) -> None:
         raise InputError(f"{option} must be at least {minimum}, got {value}")
 
 
-def open_toolbox(index: Path, reranker: str | None = None):
+def open_toolbox(index: Path, reranker: str | None = None) -> Tools:
     """The retrieval tools over the ``--index`` folder (:func:`sleuth.api.open_tools`)."""
     from sleuth.api import open_tools
 
@@ -155,7 +160,7 @@ def chosen_policy(
     adapter: str | None = None,
     engine: str = "transformers",
     ranker: Path | None = None,
-):
+) -> BuiltPolicy:
     """The policy the options name (``--policy SPEC``, or the ``--model``/``--base-url``
     shorthand), built by :func:`sleuth.policies.build_policy`."""
     from sleuth.policies.spec import PolicyOptions, build_policy, spec_from_options
@@ -171,7 +176,7 @@ def chosen_policy(
     return build_policy(spec, options)
 
 
-def _harness_config(budget: int, max_turns: int, max_reply_tokens: int):
+def _harness_config(budget: int, max_turns: int, max_reply_tokens: int) -> HarnessConfig:
     """Harness settings from the options (a policy may add its own: ``BuiltPolicy.harness``)."""
     from sleuth.harness import BudgetConfig, HarnessConfig
 
