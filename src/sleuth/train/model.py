@@ -92,7 +92,7 @@ def load_student(config: StudentConfig, resume_from: str | Path | None = None) -
     full_from = Path(resume_from) if resume_from is not None and not config.lora else None
     folder, kwargs = _from_pretrained_args(full_from or Path(config.path))
     tokenizer = AutoTokenizer.from_pretrained(folder, **kwargs)
-    model = AutoModelForCausalLM.from_pretrained(folder, dtype=DTYPES[config.dtype], **kwargs)
+    model: Any = AutoModelForCausalLM.from_pretrained(folder, dtype=DTYPES[config.dtype], **kwargs)
     model.to(config.device)
     if config.gradient_checkpointing:
         model.gradient_checkpointing_enable()

@@ -32,6 +32,7 @@ from sleuth.harness.loop import HarnessConfig
 from sleuth.harness.policy import Policy, PolicyOutput
 from sleuth.harness.trajectory import Trajectory, load_trajectory
 from sleuth.io import atomic_write_text
+from sleuth.policies.chatml import render_ids as render_prompt_ids
 from sleuth.policies.manifest import PolicyManifest, write_manifest
 from sleuth.policies.spec import PolicyFactory, PolicyOptions, build_policy, parse_policy_spec
 from sleuth.tasks.schema import Task
@@ -45,7 +46,7 @@ from sleuth.train.model import (
     load_tokenizer,
     save_student,
 )
-from sleuth.train.render import fit_to_length, render_prompt_ids, rerendered_turn_tokens
+from sleuth.train.render import fit_to_length, rerendered_turn_tokens
 from sleuth.train.rollout import RolloutJob, collect_rollouts
 from sleuth.train.runlog import log_step, plot_log, truncate_log
 from sleuth.train.sequences import (
@@ -285,7 +286,8 @@ def sft_step(
     total = 0.0
     for i in range(0, len(batch), config.micro_batch_size):
         loss_sum, _ = nll_sum(model, batch[i : i + config.micro_batch_size], pad, device)
-        (loss_sum / max(n_targets, 1)).backward()  # token mean over the whole batch
+        loss = loss_sum / max(n_targets, 1)  # token mean over the whole batch
+        loss.backward()  # type: ignore[no-untyped-call]  # torch leaves it unannotated
         total += float(loss_sum.detach())
     grad_norm = clip_and_step(model, optimizer, config.grad_clip)
     return {"loss": total / max(n_targets, 1), "grad_norm": grad_norm, "tokens": float(n_targets)}
@@ -435,7 +437,8 @@ def run_sft(
 
 def config_dict(config: Any) -> dict[str, Any]:
     """A JSON-ready dict of a (nested) dataclass config holding pydantic models."""
-    return json.loads(json.dumps(asdict(config), default=_jsonable))
+    plain: dict[str, Any] = json.loads(json.dumps(asdict(config), default=_jsonable))
+    return plain
 
 
 def _jsonable(value: Any) -> Any:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 CHAT_SPECIAL_TOKENS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
 # Added as whole tokens but not "special", so decoding with skip_special_tokens keeps them.
@@ -46,7 +47,7 @@ def sample_corpus() -> list[str]:
     return list(_SAMPLE_TEXT)
 
 
-def _train_tokenizer(texts: Iterable[str], vocab_size: int):
+def _train_tokenizer(texts: Iterable[str], vocab_size: int) -> Any:
     from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
 
     tok = Tokenizer(models.BPE())
@@ -63,7 +64,7 @@ def _train_tokenizer(texts: Iterable[str], vocab_size: int):
     return tok
 
 
-def build_tiny_tokenizer(vocab_size: int = 1024, corpus_texts: Iterable[str] | None = None):
+def build_tiny_tokenizer(vocab_size: int = 1024, corpus_texts: Iterable[str] | None = None) -> Any:
     """A ``PreTrainedTokenizerFast`` with a ChatML template; ``vocab_size`` is the BPE target.
 
     A small corpus may stop the BPE merges early, so the real size is ``len(tokenizer)``.
@@ -71,7 +72,7 @@ def build_tiny_tokenizer(vocab_size: int = 1024, corpus_texts: Iterable[str] | N
     from transformers import PreTrainedTokenizerFast
 
     texts = list(corpus_texts) if corpus_texts is not None else sample_corpus()
-    tokenizer = PreTrainedTokenizerFast(
+    tokenizer = PreTrainedTokenizerFast(  # type: ignore[no-untyped-call]  # untyped upstream
         tokenizer_object=_train_tokenizer(texts, vocab_size),
         bos_token=None,
         eos_token="<|im_end|>",
@@ -119,7 +120,7 @@ def build_tiny_model(
     )
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config)
-    model.generation_config = GenerationConfig(
+    model.generation_config = GenerationConfig(  # type: ignore[no-untyped-call]
         eos_token_id=tokenizer.eos_token_id, pad_token_id=tokenizer.pad_token_id
     )
     model.save_pretrained(out)
