@@ -12,6 +12,8 @@ Records that already have their target number of hops are only assembled.
 
 from __future__ import annotations
 
+from typing import Any
+
 from pydantic import BaseModel, Field
 
 from sleuth.datagen.evidence import answer_in_text
@@ -109,22 +111,25 @@ def assemble_task(pipeline: Pipeline, record: TaskRecord) -> tuple[Task | None, 
     if problems:
         return None, problems
     top = [pipeline.ws.index.chunk(c) for c, _ in pipeline.ws.index.lexical_search(query, 1)]
-    task = Task(
-        id=record.id,
-        query=query,
-        answer=final.answer,
-        answer_aliases=final.answer_aliases,
-        gold_doc_ids=gold,
-        distractor_doc_ids=distractors,
-        domain=record.domain,
-        hops=len(hops),
-        source=pipeline.source,
-        generator=LLM_GENERATOR,
-        truth_type=final.truth_type,
-        clues=clues,
-        gold_per_hop=[_hop_summary(h) for h in hops],
-        gold_quotes={d: [e.quote for e in ev] for h in hops for d, ev in h.evidence.items()},
-        bm25_top1_gold=bool(top) and top[0] is not None and top[0].doc_id in gold,
+    # validated as Task(...) would be; the generator fields are extras the Task schema keeps
+    task = Task.model_validate(
+        {
+            "id": record.id,
+            "query": query,
+            "answer": final.answer,
+            "answer_aliases": final.answer_aliases,
+            "gold_doc_ids": gold,
+            "distractor_doc_ids": distractors,
+            "domain": record.domain,
+            "hops": len(hops),
+            "source": pipeline.source,
+            "generator": LLM_GENERATOR,
+            "truth_type": final.truth_type,
+            "clues": clues,
+            "gold_per_hop": [_hop_summary(h) for h in hops],
+            "gold_quotes": {d: [e.quote for e in ev] for h in hops for d, ev in h.evidence.items()},
+            "bm25_top1_gold": bool(top) and top[0] is not None and top[0].doc_id in gold,
+        }
     )
     return task, []
 
@@ -203,7 +208,7 @@ def _hop(s: HopSubmission, record: TaskRecord) -> Hop:
     )  # fmt: skip
 
 
-def _hop_summary(hop: Hop) -> dict:
+def _hop_summary(hop: Hop) -> dict[str, Any]:
     return {
         "doc_ids": hop.doc_ids,
         "question": hop.question,
