@@ -102,6 +102,8 @@ class IngestResult(BaseModel):
     index_documents: int
     index_chunks: int
     rolled_back_documents: int = 0
+    embedded_chunks: int = 0
+    """Chunks embedded and written by this ingest (new or changed, not already stored)."""
     added: int = 0
     """Documents new to the index."""
     replaced: int = 0

@@ -453,6 +453,7 @@ class Index(IndexReads, IndexFields):
             documents=n_docs,
             chunks=plan.chunks_given(old),
             resumed_chunks=skipped,
+            embedded_chunks=len(plan.writes) - skipped,
             index_documents=len(lexical.rows_of_doc),
             index_chunks=len(lexical.rows),
             added=len(plan.added),
