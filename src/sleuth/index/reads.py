@@ -31,14 +31,20 @@ class IndexReads:
         the rows of other generations (an update's, :mod:`sleuth.index.update`), so unseen
         matches of this one are still found."""
         total = self.collection.count()
-        if total == 0:
-            return []
-        n = min(total, k + len(exclude) + max(0, total - len(self.lexical.rows)))
-        res = self.collection.query(
-            query_embeddings=[query_vec.tolist()], n_results=n, include=["distances"], where=where
-        )
-        hits = zip(res["ids"][0], (1.0 - float(d) for d in res["distances"][0]), strict=True)
-        return [(cid, s) for cid, s in self.live_hits(hits) if cid not in exclude][:k]
+        while total:
+            n = min(total, k + len(exclude) + max(0, total - len(self.lexical.rows)))
+            res = self.collection.query(
+                query_embeddings=[query_vec.tolist()],
+                n_results=n,
+                include=["distances"],
+                where=where,
+            )
+            hits = zip(res["ids"][0], (1.0 - float(d) for d in res["distances"][0]), strict=True)
+            found = [(cid, s) for cid, s in self.live_hits(hits) if cid not in exclude][:k]
+            grown, total = total, self.collection.count()
+            if len(found) == k or n >= total or total <= grown:
+                return found  # else an update added rows meanwhile: they may have crowded out ours
+        return []
 
     def live_hits(self, hits: Iterable[tuple[str, float]]) -> list[tuple[str, float]]:
         """Chroma hits as this generation's chunk ids; rows of other generations are dropped."""
