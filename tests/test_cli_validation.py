@@ -105,6 +105,8 @@ CASES = [
     (["ingest", "good.jsonl", "--index", "new", "--embedder", "st:/nonexistent"], "no sentence"),
     (["ingest", "good.jsonl", "--index", "new", "--embedder", "openai:m@{dead}"], "not usable"),
     ([*INGEST_GOOD, "--index", "new", "--chunk-tokens", "0"], "chunk tokens"),
+    ([*INGEST_GOOD, "--index", "new", "--delete-missing"], "no documents yet"),
+    ([*INGEST_GOOD, "--index", "ix", "--repair", "--delete-missing"], "cannot be combined"),
     ([*INGEST_GOOD, "--index", "f.txt"], "is a file"),
     ([*INGEST_GOOD, "--index", "f.txt/sub"], "is a file"),
     (["tools", "search", "x", "--index", "f.txt"], "is a file"),

@@ -17,6 +17,7 @@ from sleuth.corpus.models import Document
 from sleuth.errors import IndexIncompleteError, InputError
 from sleuth.index import Index
 from sleuth.index.manifest import IndexManifest
+from sleuth.index.update import read_stale
 from sleuth.tools.toolbox import Toolbox
 from tests.fakes import CrashingEmbedder
 
@@ -71,9 +72,9 @@ def test_stale_or_missing_lexical_side_is_rebuilt_on_open(tmp_path):
     index = Index.create(tmp_path / "ix", embedder="hash:64", chunk_tokens=64)
     index.ingest(_docs(6))
     expected = sorted(r.id for r in Index.open(tmp_path / "ix").lexical.rows)
-    shutil.rmtree(tmp_path / "ix" / "lexical")
+    shutil.rmtree(tmp_path / "ix" / "lexical-1")
     assert sorted(r.id for r in Index.open(tmp_path / "ix").lexical.rows) == expected
-    (tmp_path / "ix" / "lexical" / "chunks.jsonl").write_text("{torn")
+    (tmp_path / "ix" / "lexical-1" / "chunks.jsonl").write_text("{torn")
     reopened = Index.open(tmp_path / "ix")
     assert sorted(r.id for r in reopened.lexical.rows) == expected
     assert Toolbox(reopened).search_corpus("topic3").chunks
@@ -85,7 +86,11 @@ def test_reingesting_a_changed_document_replaces_its_chunks(tmp_path):
     index.ingest([Document(id="d.t", text="now short.")])
     reopened = Index.open(tmp_path / "ix")
     assert [r.text for r in reopened.document_chunks("d.t")] == ["now short."]
-    assert reopened.collection.count() == 1
+    stale = read_stale(tmp_path / "ix")  # the old rows outlive the update by one generation
+    assert len(stale) > 1 and reopened.collection.count() == 1 + len(stale)
+    again = index.ingest([Document(id="d.t", text="now short.")])
+    assert (again.unchanged, again.resumed_chunks) == (1, 0)
+    assert index.collection.count() == 1  # the next update deleted them
 
 
 def test_settings_mismatch_and_non_index_folder(tmp_path):

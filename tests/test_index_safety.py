@@ -20,6 +20,7 @@ from sleuth.errors import BusyError, IndexIncompleteError, InputError
 from sleuth.index import Index
 from sleuth.index.ingest_checks import clean_documents
 from sleuth.index.manifest import MANIFEST, IndexManifest
+from sleuth.index.update import read_stale
 from sleuth.io import folder_lock
 from tests.fakes import CrashingEmbedder
 
@@ -142,17 +143,18 @@ def test_crashed_reingest_keeps_old_chunks_until_replaced(tmp_path):
     again.ingest(_docs("d", 10, "two"), batch_size=4)
     done = Index.open(tmp_path / "ix")
     assert all("version two" in r.text for r in done.lexical.rows)
-    assert done.collection.count() == len(done.lexical.rows)
+    stale = read_stale(tmp_path / "ix")  # version one's rows, deleted by the next update
+    assert done.collection.count() == len(done.lexical.rows) + len(stale) == 100
 
 
 def test_damaged_index_is_refused_never_emptied(tmp_path):
     _built(tmp_path / "ix", _docs("d", 3))
-    lexical = (tmp_path / "ix" / "lexical" / "chunks.jsonl").read_bytes()
+    lexical = (tmp_path / "ix" / "lexical-1" / "chunks.jsonl").read_bytes()
     shutil.move(tmp_path / "ix" / "chroma", tmp_path / "chroma.bak")
     with pytest.raises(InputError, match="damaged"):
         Index.open(tmp_path / "ix")
     assert not (tmp_path / "ix" / "chroma").exists()
-    assert (tmp_path / "ix" / "lexical" / "chunks.jsonl").read_bytes() == lexical
+    assert (tmp_path / "ix" / "lexical-1" / "chunks.jsonl").read_bytes() == lexical
     shutil.move(tmp_path / "chroma.bak", tmp_path / "ix" / "chroma")
     index = Index.open(tmp_path / "ix")
     index.collection.delete(ids=[index.lexical.rows[0].id])

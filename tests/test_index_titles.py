@@ -42,10 +42,10 @@ def test_bm25_and_dense_find_a_chunk_by_its_title_alone(tmp_path):
 
 def test_a_lexical_side_of_an_older_format_is_rebuilt_with_titles(tmp_path):
     _index(tmp_path, embedder="hash:64")
-    stamp_file = tmp_path / "ix" / "lexical" / "stamp.json"
+    stamp_file = tmp_path / "ix" / "lexical-1" / "stamp.json"
     old = json.loads(stamp_file.read_text())
     assert old["format"] == LEXICAL_FORMAT
-    rows = tmp_path / "ix" / "lexical" / "chunks.jsonl"
+    rows = tmp_path / "ix" / "lexical-1" / "chunks.jsonl"
     # Simulate a side saved by the previous version: no title field, no format in the stamp.
     lines = [json.loads(line) for line in rows.read_text().splitlines()]
     rows.write_text(

@@ -162,22 +162,33 @@ class Index(StoreIndex):
         *,
         fmt: str = "auto",
         read_options: ReadOptions | None = None,
+        delete_missing: bool = False,
     ) -> IngestResult:
-        """Read ``sources`` (:func:`load_documents`), then chunk, embed and add them, replacing
-        earlier versions of the same ids; resumable if interrupted (call it again).
+        """Read ``sources`` (:func:`load_documents`), then add the new documents and replace the
+        changed ones (same id, other content); unchanged ones are not embedded again. Searches
+        opened before see the old state until this returns; resumable if interrupted (call it
+        again).
 
         Args:
             sources: documents, records, or paths, alone or in a list.
             batch_size: chunks embedded per batch.
             progress: called as ``progress(phase, done, total)`` while embedding.
             fmt, read_options: how paths are read (see :func:`load_documents`).
+            delete_missing: also remove the indexed documents ``sources`` do not hold.
+
+        Returns:
+            an :class:`IngestResult`: documents ``added``, ``replaced``, ``unchanged``,
+            ``deleted``, and the index's size after it.
 
         Raises:
-            InputError: bad input, found before anything is written.
+            InputError: bad input, or ``delete_missing`` on an index with no documents; found
+                before anything is written.
             BusyError: another process is writing this index.
         """
         docs = load_documents(sources, fmt, read_options)
-        return super().ingest(docs, batch_size=batch_size, progress=progress)
+        return super().ingest(
+            docs, batch_size=batch_size, progress=progress, delete_missing=delete_missing
+        )
 
     def tools(self, reranker: str | None = None, config: ToolConfig | None = None) -> Toolbox:
         """The retrieval tools over this index (built once per reranker and config).

@@ -31,6 +31,9 @@ def ingest(
         str | None, typer.Option(help="Chroma collection name (default: unique to the index).")
     ] = None,
     repair: Annotated[bool, typer.Option(help="Roll back an interrupted ingest instead.")] = False,
+    delete_missing: Annotated[
+        bool, typer.Option(help="Also remove indexed documents that PATHS no longer hold.")
+    ] = False,
     fmt: Annotated[
         str, typer.Option("--format", help="auto | sec (EDGAR filings) | patents (CSV/XML)")
     ] = "auto",
@@ -49,7 +52,8 @@ def ingest(
     ] = 10.0,
     as_json: JsonOpt = False,
 ) -> None:
-    """Read, chunk, embed and index documents (resumable: rerun the same command after a crash)."""
+    """Read, chunk, embed and index documents; on an existing index, add new documents and replace
+    changed ones (unchanged ones are not embedded again). Resumable: rerun it after a crash."""
     from sleuth.api import Index
     from sleuth.index.ingest_checks import check_new_settings
     from sleuth.progress import rate_progress
@@ -57,6 +61,7 @@ def ingest(
     # Every option first, then the documents: bad input writes nothing.
     check_new_settings(embedder, chunk_tokens, overlap_tokens, collection)
     at_least(progress_every, 0.1, "--progress-every")
+    _check_delete_missing(index, delete_missing, repair)
     docs = _checked_documents(
         paths, fmt, index, repair, chroma_url, batch_size, follow_links, archive_limits
     )
@@ -76,12 +81,32 @@ def ingest(
                 docs,
                 batch_size=batch_size,
                 progress=lambda _phase, done, total: update(done, total),
+                delete_missing=delete_missing,
             )
     if as_json:
         print(stats.model_dump_json())
     else:
         console.print(
-            f"indexed {stats.index_documents} documents / {stats.index_chunks} chunks in {index}"
+            f"indexed {stats.index_documents} documents / {stats.index_chunks} chunks in {index} "
+            f"(added {stats.added}, replaced {stats.replaced}, unchanged {stats.unchanged}, "
+            f"deleted {stats.deleted})"
+        )
+
+
+def _check_delete_missing(index: Path, delete_missing: bool, repair: bool) -> None:
+    """``--delete-missing`` needs documents to compare with, and means nothing to a repair."""
+    from sleuth.errors import InputError
+    from sleuth.index.manifest import MANIFEST, read_manifest
+
+    if not delete_missing:
+        return
+    if repair:
+        raise InputError("--delete-missing and --repair cannot be combined; run them one by one")
+    if not (index / MANIFEST).exists() or not read_manifest(index).documents:
+        raise InputError(
+            "--delete-missing: the index has no documents yet, so nothing can be missing; "
+            "ingest without it",
+            source=str(index),
         )
 
 

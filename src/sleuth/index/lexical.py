@@ -28,7 +28,7 @@ from sleuth.index.grepindex import GrepIndex
 from sleuth.io import atomic_write_text
 
 _STEMMER = Stemmer.Stemmer("english")
-LEXICAL_FORMAT = 3  # 2: BM25 over title + text; 3: documents' metadata kept; others are rebuilt
+LEXICAL_FORMAT = 4  # 2: BM25 over title + text; 3: documents' metadata; 4: content hashes
 
 
 def tokenize(texts: list[str]) -> list[list[str]]:
@@ -72,6 +72,11 @@ class ChunkRow:
     text: str
     tokens: int
     title: str = ""
+    sha: str = ""
+    """Hash of the stored text and metadata (what an update compares); empty in older rows."""
+    key: str = ""
+    """The Chroma row id when it is not :attr:`id` (a changed chunk written beside the old one
+    until the update is published: :mod:`sleuth.index.update`)."""
 
     @property
     def search_text(self) -> str:
@@ -92,13 +97,17 @@ class LexicalIndex:
     grep_index: GrepIndex | None = None
     doc_meta: dict[str, dict[str, Any]] = field(default_factory=dict)
     """Document id -> its metadata fields (what ``where`` filters read on this side)."""
+    doc_sha: dict[str, str] = field(default_factory=dict)
+    """Document id -> hash of the document as ingested (an unchanged one is not chunked again)."""
     row_of: dict[str, int] = field(init=False)
     rows_of_doc: dict[str, list[int]] = field(init=False)
     doc_number: dict[str, int] = field(init=False)  # document → dense 0-based number
     doc_of_row: np.ndarray = field(init=False)  # row → its document's number
+    keyed: dict[str, int] = field(init=False)  # Chroma key → row, where the key is not the id
 
     def __post_init__(self) -> None:
         self.row_of = {r.id: i for i, r in enumerate(self.rows)}
+        self.keyed = {r.key: i for i, r in enumerate(self.rows) if r.key}
         self.rows_of_doc = {}
         for i, r in enumerate(self.rows):
             self.rows_of_doc.setdefault(r.doc_id, []).append(i)
@@ -109,9 +118,23 @@ class LexicalIndex:
         for doc_rows in self.rows_of_doc.values():
             doc_rows.sort(key=lambda i: self.rows[i].idx)
 
+    def row_of_key(self, key: str) -> int | None:
+        """The row stored in Chroma under ``key``; None for a row of another generation."""
+        i = self.row_of.get(key)
+        return i if i is not None and not self.rows[i].key else self.keyed.get(key)
+
+    def key_of(self, chunk_id: str) -> str:
+        """The Chroma id of a live chunk (its own id unless written beside an older version)."""
+        i = self.row_of.get(chunk_id)
+        return chunk_id if i is None else (self.rows[i].key or chunk_id)
+
     @classmethod
     def build(
-        cls, rows: list[ChunkRow], stamp: dict, doc_meta: dict[str, dict[str, Any]] | None = None
+        cls,
+        rows: list[ChunkRow],
+        stamp: dict,
+        doc_meta: dict[str, dict[str, Any]] | None = None,
+        doc_sha: dict[str, str] | None = None,
     ) -> LexicalIndex:
         rows = sorted(rows, key=lambda r: (r.doc_id, r.idx))
         retriever = None
@@ -126,6 +149,7 @@ class LexicalIndex:
             retriever=retriever,
             grep_index=grep_index,
             doc_meta=doc_meta or {},
+            doc_sha=doc_sha or {},
         )
 
     def rows_where(self, keep_doc: Callable[[dict[str, Any]], bool]) -> np.ndarray:
@@ -184,6 +208,7 @@ class LexicalIndex:
         with open(tmp / "docmeta.jsonl", "w", encoding="utf-8") as f:
             for doc, meta in self.doc_meta.items():
                 f.write(json.dumps([doc, meta], ensure_ascii=False) + "\n")
+        (tmp / "docsha.json").write_text(json.dumps(self.doc_sha), encoding="utf-8")
         atomic_write_text(tmp / "stamp.json", json.dumps(self.stamp))
         old = folder.with_name(f"{folder.name}.old-{os.getpid()}")
         if folder.exists():
@@ -202,7 +227,8 @@ class LexicalIndex:
             retriever = bm25s.BM25.load(str(bm25)) if rows and bm25.exists() else None
             with open(folder / "docmeta.jsonl", encoding="utf-8") as f:
                 doc_meta = dict(json.loads(line) for line in f)
+            doc_sha = json.loads((folder / "docsha.json").read_text(encoding="utf-8"))
         except (OSError, ValueError, KeyError, TypeError):
             return None
         grep_index = GrepIndex.load(folder / "grep")
-        return cls(rows, stamp, retriever, grep_index, doc_meta)
+        return cls(rows, stamp, retriever, grep_index, doc_meta, doc_sha)

@@ -5,10 +5,12 @@ Layout of an index folder::
 
     sleuth-index.json   manifest (:class:`IndexManifest`): embedder, chunking, collection, state
     chroma/             Chroma PersistentClient data (absent when using a Chroma server)
-    lexical/            chunk texts + BM25 + documents' metadata (derived; rebuilt when stale)
+    lexical-<N>/        generation N's chunk texts + BM25 + grep + documents' metadata and hashes
+                        (``lexical/`` in older indexes; the manifest names the published one)
     fields.json         the metadata fields described (``describe_corpus``; written by ingest)
     synced.json         an attached index only: each synced record's id and content hash
-    pending.json        doc ids of an ingest in progress (for resume and repair)
+    pending.json        doc ids and Chroma keys of an ingest in progress (for resume and repair)
+    stale.json          Chroma keys the last update dropped, deleted by the next one
     .sleuth.lock        one writer at a time (see :func:`sleuth.io.folder_lock`)
 """
 
@@ -77,6 +79,10 @@ class IndexManifest(BaseModel):
     documents: int
     chunks: int
     pending: str | None = None
+    """Fingerprint of an ingest in progress (or interrupted); the published generation stays
+    readable meanwhile (:mod:`sleuth.index.update`)."""
+    lexical_dir: str = "lexical"
+    """The published generation's lexical folder (written before the manifest names it)."""
     date_fields: list[str] = Field(default_factory=list)
     """Metadata fields that hold dates (stored as epoch seconds; ``describe_corpus`` shows them
     as ISO dates and a ``where`` may name them so)."""
@@ -96,6 +102,16 @@ class IngestResult(BaseModel):
     index_documents: int
     index_chunks: int
     rolled_back_documents: int = 0
+    embedded_chunks: int = 0
+    """Chunks embedded and written by this ingest (new or changed, not already stored)."""
+    added: int = 0
+    """Documents new to the index."""
+    replaced: int = 0
+    """Documents already indexed whose content (text, title or metadata) changed."""
+    unchanged: int = 0
+    """Documents given again as they are (not chunked or embedded again)."""
+    deleted: int = 0
+    """Documents removed (``delete_missing``, or :meth:`~sleuth.index.Index.remove_documents`)."""
 
 
 def check_index_folder(path: Path) -> None:

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import numpy as np
@@ -27,21 +27,33 @@ class IndexReads:
         where: Where | None = None,
     ) -> list[tuple[str, float]]:
         """Top-``k`` by cosine similarity, skipping ``exclude`` and chunks a checked ``where``
-        rejects (Chroma filters before ranking): over-fetch by the exclusion set's size so
-        unseen matches are still found when it is large."""
+        rejects (Chroma filters before ranking): over-fetch by the exclusion set's size, and by
+        the rows of other generations (an update's, :mod:`sleuth.index.update`), so unseen
+        matches of this one are still found."""
         total = self.collection.count()
-        if total == 0:
-            return []
-        n = min(total, k + len(exclude))
-        res = self.collection.query(
-            query_embeddings=[query_vec.tolist()], n_results=n, include=["distances"], where=where
-        )
-        hits = [
-            (cid, 1.0 - float(d))
-            for cid, d in zip(res["ids"][0], res["distances"][0], strict=True)
-            if cid not in exclude
-        ]
-        return hits[:k]
+        while total:
+            n = min(total, k + len(exclude) + max(0, total - len(self.lexical.rows)))
+            res = self.collection.query(
+                query_embeddings=[query_vec.tolist()],
+                n_results=n,
+                include=["distances"],
+                where=where,
+            )
+            hits = zip(res["ids"][0], (1.0 - float(d) for d in res["distances"][0]), strict=True)
+            found = [(cid, s) for cid, s in self.live_hits(hits) if cid not in exclude][:k]
+            grown, total = total, self.collection.count()
+            if len(found) == k or n >= total or total <= grown:
+                return found  # else an update added rows meanwhile: they may have crowded out ours
+        return []
+
+    def live_hits(self, hits: Iterable[tuple[str, float]]) -> list[tuple[str, float]]:
+        """Chroma hits as this generation's chunk ids; rows of other generations are dropped."""
+        lex, out = self.lexical, []
+        for key, score in hits:
+            i = lex.row_of_key(key)
+            if i is not None:
+                out.append((lex.rows[i].id, score))
+        return out
 
     def lexical_search(
         self,
@@ -67,9 +79,10 @@ class IndexReads:
 
     def embeddings(self, chunk_ids: list[str]) -> np.ndarray:
         """Stored dense vectors of ``chunk_ids``, in the given order."""
-        got = self.collection.get(ids=chunk_ids, include=["embeddings"])
-        by_id = dict(zip(got["ids"], got["embeddings"], strict=True))
-        return np.asarray([by_id[c] for c in chunk_ids], dtype=np.float32)
+        keys = [self.lexical.key_of(c) for c in chunk_ids]
+        got = self.collection.get(ids=keys, include=["embeddings"])
+        by_key = dict(zip(got["ids"], got["embeddings"], strict=True))
+        return np.asarray([by_key[k] for k in keys], dtype=np.float32)
 
     @property
     def documents(self) -> list[str]:

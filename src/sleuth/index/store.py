@@ -4,21 +4,20 @@ The folder's layout and manifest are in :mod:`sleuth.index.manifest`, the Chroma
 collection in :mod:`sleuth.index.chroma`, the checks run before any write in
 :mod:`sleuth.index.ingest_checks`.
 
-Consistency: the manifest says ``state: ingesting`` from before the first Chroma write
-until the lexical side is rebuilt, so an interrupted ingest is always detected on open.
-Re-running the same ingest resumes it (chunks already in Chroma are not embedded again);
-``repair()`` rolls it back instead. Every input is checked before the first write, and a
-document's old chunks are deleted only once its new ones are in, so a failed ingest never
-loses what was indexed. Each index has its own collection, stamped with the index's id, so two
-indexes on one Chroma server stay apart; a missing or foreign collection is refused, never
-silently recreated empty.
+Consistency: the manifest names the published generation; an ingest writes the next one
+beside it and publishes it with one manifest write, so searches see the old state or the new,
+never a mix, and an interrupted update leaves the old one searchable (the design:
+:mod:`sleuth.index.update`). Re-running the same ingest resumes it (rows already in Chroma are not
+embedded again); ``repair()`` rolls it back instead. A first ingest marks the index
+``state: ingesting`` until it is published, so an unfinished one is detected on open. Every input
+is checked before the first write. Each index has its own collection, stamped with the index's
+id, so two indexes on one Chroma server stay apart; a missing or foreign collection is refused,
+never silently recreated empty.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import json
 import os
 import shutil
 import uuid
@@ -36,9 +35,9 @@ from sleuth.embed import DEFAULT_EMBEDDER, INGEST_BATCH, Embedder, make_embedder
 from sleuth.errors import IndexIncompleteError, InputError
 from sleuth.index.attached import open_attached, read_only_error
 from sleuth.index.chroma import chroma_client, create_collection, first_line, read_only_copy
-from sleuth.index.fields import IndexFields, date_fields, document_metadata, save_fields
+from sleuth.index.fields import IndexFields, date_fields, save_fields
 from sleuth.index.ingest_checks import check_ingest_inputs, check_new_settings, clean_documents
-from sleuth.index.lexical import LEXICAL_FORMAT, ChunkRow, LexicalIndex
+from sleuth.index.lexical import LEXICAL_FORMAT, LexicalIndex
 from sleuth.index.manifest import (
     ID_KEY,
     MANIFEST,
@@ -48,23 +47,27 @@ from sleuth.index.manifest import (
     read_manifest,
 )
 from sleuth.index.reads import IndexReads
+from sleuth.index.update import (
+    PENDING,
+    Plan,
+    chunk_sha,
+    delete_keys,
+    fingerprint,
+    lexical_dir,
+    next_lexical,
+    plan_update,
+    prune_lexical,
+    read_back,
+    read_pending,
+    read_stale,
+    unstored,
+    write_pending,
+    write_stale,
+)
 from sleuth.io import atomic_write_text, folder_lock, lock_holder
 
 Progress = Callable[[str, int, int], None]  # (phase, done, total)
 _PAGE = 5000
-
-
-def _chunk_sha(chunk: Chunk) -> str:
-    """What a stored chunk must match to be kept as is (text and metadata)."""
-    payload = json.dumps([chunk.text, chunk.metadata], sort_keys=True, ensure_ascii=False)
-    return hashlib.sha1(payload.encode()).hexdigest()
-
-
-def _fingerprint(docs: Sequence[Document], settings: dict) -> str:
-    h = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
-    for d in docs:
-        h.update(d.id.encode() + b"\0" + hashlib.sha1(d.text.encode()).digest())
-    return h.hexdigest()
 
 
 class Index(IndexReads, IndexFields):
@@ -223,7 +226,7 @@ class Index(IndexReads, IndexFields):
                 "resume it, or `sleuth ingest --repair` to roll it back"
             )
         index = cls(path, manifest, embedder)
-        if index.collection.count() != manifest.chunks:
+        if index.collection.count() < manifest.chunks:  # more: rows of another generation
             raise InputError(
                 f"damaged index: Chroma holds {index.collection.count()} chunks, the manifest "
                 f"{manifest.chunks}; rebuild it with `sleuth ingest`",
@@ -265,47 +268,29 @@ class Index(IndexReads, IndexFields):
 
     @property
     def lexical(self) -> LexicalIndex:
-        """The lexical side, rebuilt from Chroma when its stamp does not match the manifest."""
+        """The published generation's lexical side, rebuilt from Chroma when its folder is
+        missing or its stamp does not match the manifest."""
         if self._lexical is None:
             stamp = self._stamp()
-            loaded = LexicalIndex.load(self.path / "lexical")
+            loaded = LexicalIndex.load(self.path / self.manifest.lexical_dir)
             if loaded is None or loaded.stamp != stamp:
                 loaded = self._rebuild_lexical(stamp)
             self._lexical = loaded
         return self._lexical
 
     def _stamp(self) -> dict:
-        return {
-            "generation": self.manifest.generation,
-            "chunks": self.collection.count(),
-            "format": LEXICAL_FORMAT,
-        }
+        m = self.manifest
+        return {"generation": m.generation, "chunks": m.chunks, "format": LEXICAL_FORMAT}
 
     def _rebuild_lexical(self, stamp: dict) -> LexicalIndex:
-        rows: list[ChunkRow] = []
-        doc_meta: dict[str, dict[str, Any]] = {}
-        total, offset = self.collection.count(), 0
-        while offset < total:
-            got = self.collection.get(
-                include=["documents", "metadatas"], limit=_PAGE, offset=offset
-            )
-            for cid, text, meta in zip(got["ids"], got["documents"], got["metadatas"], strict=True):
-                rows.append(
-                    ChunkRow(
-                        cid,
-                        meta["doc_id"],
-                        int(meta["idx"]),
-                        text,
-                        int(meta["tokens"]),
-                        str(meta.get("title") or ""),
-                    )
-                )
-                if int(meta["idx"]) == 0:
-                    doc_meta[meta["doc_id"]] = document_metadata(meta)
-            offset += _PAGE
-        lexical = LexicalIndex.build(rows, stamp, doc_meta)
+        """Rows read back from Chroma, less those of other generations: the keys the published
+        one dropped and those an unfinished update writes."""
+        skip = set(read_stale(self.path, self.manifest.generation))
+        if self.manifest.pending is not None:
+            skip |= set(read_pending(self.path)[1])
+        lexical = read_back(self.collection, skip, stamp)
         with contextlib.suppress(OSError):  # a read-only index keeps it in memory only
-            lexical.save(self.path / "lexical")
+            lexical.save(self.path / self.manifest.lexical_dir)
         return lexical
 
     # -- ingest ------------------------------------------------------------------------
@@ -314,11 +299,17 @@ class Index(IndexReads, IndexFields):
         docs: Sequence[Document],
         batch_size: int = INGEST_BATCH,
         progress: Progress | None = None,
+        *,
+        delete_missing: bool = False,
     ) -> IngestResult:
-        """Chunk, embed and add ``docs``, replacing earlier versions; resumable if interrupted.
+        """Add new documents, replace changed ones (by id and content hash) and, with
+        ``delete_missing``, remove those not given; unchanged ones are not chunked or embedded
+        again. Searches see the published generation until the new one is
+        (:mod:`sleuth.index.update`); resumable if interrupted.
 
         Raises:
-            InputError: a bad batch size, document or embedder; checked before any write.
+            InputError: a bad batch size, document or embedder, or ``delete_missing`` on an index
+                with no documents; checked before any write.
             BusyError: another process is writing this index.
             IndexIncompleteError: an interrupted ingest of other inputs is pending.
         """
@@ -326,56 +317,62 @@ class Index(IndexReads, IndexFields):
         self._writable()
         with folder_lock(self.path, "this index"):
             m = self.manifest
+            if delete_missing and not m.documents:
+                raise InputError(
+                    "--delete-missing: the index has no documents yet, so nothing can be "
+                    "missing; ingest without it",
+                    source=str(self.path),
+                )
             settings = {"embedder": vector_space(m.embedder), "chunk_tokens": m.chunk_tokens}
             settings["overlap_tokens"] = m.overlap_tokens
-            fp = _fingerprint(docs, settings)
-            if m.state == "ingesting" and m.pending != fp:
+            fp = fingerprint(docs, settings)
+            if m.pending not in (None, fp):
                 raise IndexIncompleteError(
                     f"{self.path}: an interrupted ingest of other inputs is pending; rerun it "
                     "with the same inputs to resume, or use --repair to roll it back"
                 )
-            chunks = self._checked_chunks(docs, batch_size)
+            check_ingest_inputs(docs, batch_size, self.client.get_max_batch_size())
+            old = self._published()
+            plan = plan_update(old, docs, self._chunks_of, delete_missing)
             dim = self.embedder.dim
             dates = sorted(set(m.date_fields) | date_fields(docs))
-            atomic_write_text(self.path / "pending.json", json.dumps([d.id for d in docs]))
-            self._write_manifest(state="ingesting", pending=fp, dim=dim, date_fields=dates)
-            todo = self._changed(chunks)
-            self._add(todo, batch_size, progress, total=len(chunks), done=len(chunks) - len(todo))
-            self._delete_stale([d.id for d in docs], {c.id for c in chunks})
-            return self._finish(len(docs), len(chunks), skipped=len(chunks) - len(todo))
+            write_pending(self.path, [d.id for d in docs], [k for k, _ in plan.writes])
+            state = m.state if m.generation else "ingesting"  # nothing published: not searchable
+            self._write_manifest(state=state, pending=fp, dim=dim, date_fields=dates)
+            planned = {k for k, _ in plan.writes}
+            delete_keys(self.collection, set(read_stale(self.path)) - planned, old)
+            todo = unstored(self.collection, plan.writes)
+            total = len(plan.writes)
+            self._add(todo, batch_size, progress, total=total, done=total - len(todo))
+            return self._finish(old, plan, len(docs), skipped=total - len(todo))
 
-    def _checked_chunks(self, docs: Sequence[Document], batch_size: int) -> list[Chunk]:
-        """The chunks to store, after every check Chroma would otherwise fail mid-ingest."""
-        check_ingest_inputs(docs, batch_size, self.client.get_max_batch_size())
+    def _chunks_of(self, doc: Document) -> list[Chunk]:
+        """A document's chunks as stored (with sleuth's own metadata keys)."""
         m = self.manifest
-        chunks = [c for d in docs for c in chunk_document(d, m.chunk_tokens, m.overlap_tokens)]
+        chunks = chunk_document(doc, m.chunk_tokens, m.overlap_tokens)
         for c in chunks:
             c.metadata = {**c.metadata, "doc_id": c.doc_id, "idx": c.idx, "tokens": c.tokens}
         return chunks
 
-    def _changed(self, chunks: list[Chunk]) -> list[Chunk]:
-        """Chunks not already stored with the same content (a resumed or repeated ingest)."""
-        stored: dict[str, str | None] = {}
-        for i in range(0, len(chunks), _PAGE):
-            got = self.collection.get(
-                ids=[c.id for c in chunks[i : i + _PAGE]], include=["metadatas"]
-            )
-            stored.update(
-                {
-                    cid: (meta or {}).get("sha")
-                    for cid, meta in zip(got["ids"], got["metadatas"], strict=True)
-                }
-            )
-        return [c for c in chunks if stored.get(c.id, "") != _chunk_sha(c)]
+    def _published(self) -> LexicalIndex:
+        """The published generation's lexical side (empty before the first ingest)."""
+        if self.manifest.generation == 0:
+            return LexicalIndex.build([], {})
+        return self.lexical
 
     def _add(
-        self, chunks: list[Chunk], batch_size: int, progress: Progress | None, total: int, done: int
+        self,
+        chunks: list[tuple[str, Chunk]],
+        batch_size: int,
+        progress: Progress | None,
+        total: int,
+        done: int,
     ) -> None:
         """Embed in batches of similar length (sorted: a batch pads to its longest text) while a
         writer thread stores the previous batch, so Chroma's writes hide behind the model."""
         if progress:
             progress("embedding", done, total)
-        texts = [_search_text(c) for c in chunks]
+        texts = [_search_text(c) for _, c in chunks]
         order = sorted(range(len(chunks)), key=lambda i: len(texts[i]))
         embedder = self.embedder
         with ThreadPoolExecutor(1, thread_name_prefix="sleuth-write") as writer:
@@ -402,25 +399,17 @@ class Index(IndexReads, IndexFields):
             if written is not None:
                 written.result()
 
-    def _write(self, batch: list[Chunk], vectors: np.ndarray) -> None:
+    def _write(self, batch: list[tuple[str, Chunk]], vectors: np.ndarray) -> None:
         self.collection.upsert(
-            ids=[c.id for c in batch],
+            ids=[k for k, _ in batch],
             embeddings=vectors,
-            documents=[c.text for c in batch],
-            metadatas=[{**c.metadata, "sha": _chunk_sha(c)} for c in batch],
+            documents=[c.text for _, c in batch],
+            metadatas=[{**c.metadata, "sha": chunk_sha(c)} for _, c in batch],
         )
 
-    def _delete_stale(self, doc_ids: list[str], keep: set[str]) -> None:
-        """Drop the chunks of ``doc_ids`` that the new versions did not overwrite."""
-        for i in range(0, len(doc_ids), 500):
-            got = self.collection.get(where={"doc_id": {"$in": doc_ids[i : i + 500]}}, include=[])
-            stale = [cid for cid in got["ids"] if cid not in keep]
-            for j in range(0, len(stale), _PAGE):
-                self.collection.delete(ids=stale[j : j + _PAGE])
-
     def remove_documents(self, doc_ids: Sequence[str]) -> IngestResult:
-        """Delete these documents' chunks and rebuild the lexical side; ids not in the index
-        are ignored.
+        """Delete these documents (a new generation without them); ids not in the index are
+        ignored.
 
         Raises:
             BusyError: another process is writing this index.
@@ -428,44 +417,65 @@ class Index(IndexReads, IndexFields):
         """
         self._writable()
         with folder_lock(self.path, "this index"):
-            if self.manifest.state != "ready":
+            if self.manifest.pending is not None or self.manifest.state != "ready":
                 raise IndexIncompleteError(
                     f"{self.path}: an interrupted ingest is pending; resume it or use --repair"
                 )
-            self._delete_stale(list(doc_ids), set())
-            return self._finish(0, 0, skipped=0)
+            old = self._published()
+            delete_keys(self.collection, read_stale(self.path), old)
+            plan = plan_update(old, [], self._chunks_of, remove=doc_ids)
+            return self._finish(old, plan, 0, skipped=0)
 
-    def _finish(self, n_docs: int, n_chunks: int, skipped: int) -> IngestResult:
+    def _finish(self, old: LexicalIndex, plan: Plan, n_docs: int, skipped: int) -> IngestResult:
+        """Write the next generation's lexical side and fields, then name it in the manifest:
+        the one switch readers see. The rows it dropped stay in Chroma until the next update."""
         generation = self.manifest.generation + 1
+        lexical = next_lexical(old, plan, {"generation": generation, "format": LEXICAL_FORMAT})
+        lexical.stamp["chunks"] = len(lexical.rows)
+        folder = lexical_dir(generation)
+        lexical.save(self.path / folder)
+        write_stale(self.path, generation, plan.dropped)
+        previous = self.manifest.lexical_dir
         self.manifest.generation = generation
-        self._lexical = self._rebuild_lexical(self._stamp())
+        self._lexical = lexical
         save_fields(self.path, self.describe_now())
-        docs_total = len(self._lexical.rows_of_doc)
         self._write_manifest(
             state="ready",
             pending=None,
-            documents=docs_total,
-            chunks=len(self._lexical.rows),
+            documents=len(lexical.rows_of_doc),
+            chunks=len(lexical.rows),
             generation=generation,
+            lexical_dir=folder,
         )
-        (self.path / "pending.json").unlink(missing_ok=True)
+        (self.path / PENDING).unlink(missing_ok=True)
+        prune_lexical(self.path, {folder, previous})
         return IngestResult(
             documents=n_docs,
-            chunks=n_chunks,
+            chunks=plan.chunks_given(old),
             resumed_chunks=skipped,
-            index_documents=docs_total,
-            index_chunks=len(self._lexical.rows),
+            embedded_chunks=len(plan.writes) - skipped,
+            index_documents=len(lexical.rows_of_doc),
+            index_chunks=len(lexical.rows),
+            added=len(plan.added),
+            replaced=len(plan.replaced),
+            unchanged=len(plan.unchanged),
+            deleted=len(plan.deleted),
         )
 
     def repair(self) -> IngestResult:
-        """Roll back an interrupted ingest: drop the chunks of its documents, mark ready.
-        Refused (BusyError) while another process is still ingesting."""
+        """Roll back an interrupted ingest: drop the rows it wrote (the published generation's
+        are kept), mark ready. Refused (BusyError) while another process is still ingesting."""
         self._writable()
         with folder_lock(self.path, "this index"):
-            pending = self.path / "pending.json"
-            doc_ids = json.loads(pending.read_text()) if pending.exists() else []
-            self._delete_stale(doc_ids, set())
-            result = self._finish(0, 0, 0)
+            old = self._published()
+            doc_ids, keys = read_pending(self.path)
+            delete_keys(self.collection, keys + read_stale(self.path), old)
+            for i in range(0, len(doc_ids), 500):  # rows of an older ingest that kept no keys
+                got = self.collection.get(
+                    where={"doc_id": {"$in": doc_ids[i : i + 500]}}, include=[]
+                )
+                delete_keys(self.collection, got["ids"], old)
+            result = self._finish(old, Plan(), 0, 0)
             result.rolled_back_documents = len(doc_ids)
             return result
 

@@ -142,9 +142,11 @@ class Toolbox:
         cfg, excluded = self.config, frozenset(exclude)
         if self.index.native_hybrid and where is None:
             qvec = self.index.embedder.embed_query(query)
-            return native_hybrid_search(
-                self.index.collection, query, qvec, cfg.bm25_k, cfg.rrf_k, cfg.candidates, excluded
+            keys = frozenset(self.index.lexical.key_of(c) for c in excluded)
+            hits = native_hybrid_search(
+                self.index.collection, query, qvec, cfg.bm25_k, cfg.rrf_k, cfg.candidates, keys
             )
+            return self.index.live_hits(hits)
         lexical, dense = self._retrieve(query, excluded, where)
         ranked = [[i for i, _ in lexical], [i for i, _ in dense]]
         return rrf(ranked, k=cfg.rrf_k)[: cfg.candidates]
