@@ -6,6 +6,8 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sleuth.corpus.models import Document
+from sleuth.index import Index
 from sleuth.index.lexical import RECENT_SCORES, SCORE_DECIMALS, ChunkRow, LexicalIndex, rank_scores
 
 
@@ -68,3 +70,45 @@ def test_repeated_queries_score_once_and_rank_identically() -> None:
     assert len(cached._recent) == RECENT_SCORES
     assert cached.scores("castle king") is not None  # same terms, other order: another entry
     assert cached.scores("zzz qqq") is None
+
+
+def _dense_reference(index: Index, query_vec: np.ndarray, k: int, exclude: set[str]) -> list:
+    """dense_search as it was: the collection's own count() bounds the over-fetch."""
+    n = min(index.collection.count(), k + len(exclude))
+    res = index.collection.query(
+        query_embeddings=[query_vec.tolist()], n_results=n, include=["distances"]
+    )
+    pairs = zip(res["ids"][0], res["distances"][0], strict=True)
+    return [(c, 1.0 - float(d)) for c, d in pairs if c not in exclude][:k]
+
+
+def test_dense_search_and_kept_vectors_answer_as_chroma_does(tmp_path) -> None:
+    words = ["river", "castle", "king", "film", "born", "city", "war", "queen", "song", "album"]
+    rng = np.random.default_rng(5)
+    docs = [Document(id=f"d{i}", text=" ".join(rng.choice(words, 9))) for i in range(40)]
+    index = Index.create(tmp_path / "ix", embedder="hash:64")
+    index.ingest(docs)
+    ids = [f"d{i}_0" for i in range(40)]
+    for q in ("king castle", "war song", "born in a city"):
+        qvec = index.embedder.embed_query(q)
+        for exclude in (set(), set(ids[:30]), set(ids)):
+            assert index.dense_search(qvec, 5, exclude) == _dense_reference(index, qvec, 5, exclude)
+
+    def stored(chunk_ids: list[str]) -> np.ndarray:
+        got = index.collection.get(ids=list(dict.fromkeys(chunk_ids)), include=["embeddings"])
+        by_id = dict(zip(got["ids"], got["embeddings"], strict=True))
+        return np.asarray([by_id[c] for c in chunk_ids], dtype=np.float32)
+
+    gets = []
+    get = index.collection.get
+    index.collection.get = lambda **kw: gets.append(kw["ids"]) or get(**kw)
+    assert np.array_equal(index.embeddings(ids[:10]), stored(ids[:10]))
+    order = [ids[12], ids[3], ids[12], ids[0]]  # repeats and order kept, only d12 fetched
+    assert np.array_equal(index.embeddings(order), stored(order))
+    assert gets[0] == ids[:10] and gets[2] == [ids[12]]
+    assert index.embeddings([]).shape == (0,)
+    index.collection.get = get
+    before = index.embeddings([ids[3]])
+    index.ingest([Document(id="d3", text="an entirely new text about rivers")])
+    assert np.array_equal(index.embeddings([ids[3]]), stored([ids[3]]))  # a new ingest: refetched
+    assert not np.array_equal(before, index.embeddings([ids[3]]))
