@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import threading
+from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +30,7 @@ from sleuth.index.grepindex import GrepIndex
 from sleuth.io import atomic_write_text
 
 _STEMMER = Stemmer.Stemmer("english")
+RECENT_SCORES = 8  # BM25 score vectors kept (float32: 4 MB each at 1M chunks)
 LEXICAL_FORMAT = 4  # 2: BM25 over title + text; 3: documents' metadata; 4: content hashes
 
 
@@ -48,6 +51,10 @@ def rank_scores(scores: np.ndarray, k: int, tiebreak: np.ndarray | None = None) 
     broken by ascending ``tiebreak`` (default: the index itself; pass the rank of each id to
     break them by id), so every machine stores the same order."""
     positive = np.flatnonzero(scores > 0)
+    if 0 < k < len(positive):  # sort only the rows that can round into the top k: at 1M rows a
+        values = scores[positive]  # common word matches most of them
+        kth = np.partition(values, len(values) - k)[len(values) - k]
+        positive = positive[values >= kth - 2 * 10.0**-SCORE_DECIMALS]  # rounding: half a unit
     rounded = np.round(scores[positive].astype(np.float64), SCORE_DECIMALS)
     second = positive if tiebreak is None else tiebreak[positive]
     return positive[np.lexsort((second, -rounded))[:k]]
@@ -104,8 +111,11 @@ class LexicalIndex:
     doc_number: dict[str, int] = field(init=False)  # document → dense 0-based number
     doc_of_row: np.ndarray = field(init=False)  # row → its document's number
     keyed: dict[str, int] = field(init=False)  # Chroma key → row, where the key is not the id
+    _recent: OrderedDict[tuple[str, ...], np.ndarray] = field(init=False, repr=False)
+    _recent_lock: threading.Lock = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
+        self._recent, self._recent_lock = OrderedDict(), threading.Lock()
         self.row_of = {r.id: i for i, r in enumerate(self.rows)}
         self.keyed = {r.key: i for i, r in enumerate(self.rows) if r.key}
         self.rows_of_doc = {}
@@ -181,13 +191,26 @@ class LexicalIndex:
         return [(self.rows[i].id, float(scores[i])) for i in top]
 
     def scores(self, query: str) -> np.ndarray | None:
-        """BM25 score of every row for ``query``; None when no query term is in the corpus."""
+        """BM25 score of every row for ``query``; None when no query term is in the corpus.
+
+        The last :data:`RECENT_SCORES` vectors are kept by query terms: one question's agent
+        scores the question again at every hop (``ranking.evidence``) and a search repeats."""
         if self.retriever is None:
             return None
-        terms = [t for t in tokenize([query])[0] if t in self.retriever.vocab_dict]
+        terms = tuple(t for t in tokenize([query])[0] if t in self.retriever.vocab_dict)
         if not terms:
             return None
-        return self.retriever.get_scores(terms).astype(np.float64)
+        with self._recent_lock:
+            scores = self._recent.get(terms)
+            if scores is not None:
+                self._recent.move_to_end(terms)
+        if scores is None:
+            scores = self.retriever.get_scores(list(terms))
+            with self._recent_lock:
+                self._recent[terms] = scores
+                while len(self._recent) > RECENT_SCORES:
+                    self._recent.popitem(last=False)
+        return scores.astype(np.float64)  # a copy: callers mask it
 
     def rows_for(self, ids) -> np.ndarray:
         return np.fromiter((self.row_of[i] for i in ids if i in self.row_of), dtype=np.int64)

@@ -11,6 +11,8 @@ import numpy as np
 from sleuth.index.lexical import ChunkRow, LexicalIndex
 from sleuth.index.where import Where
 
+KEPT_VECTORS = 16_384  # stored vectors kept for the selector's later hops (6 MB at 384 dims)
+
 
 class IndexReads:
     """Searches and look-ups over an index's Chroma collection and lexical side."""
@@ -18,6 +20,7 @@ class IndexReads:
     collection: Any
     lexical: LexicalIndex
     rows_matching: Callable[[Where], np.ndarray]  # supplied by IndexFields
+    _vectors: tuple[LexicalIndex, dict[str, np.ndarray]] | None = None  # see embeddings()
 
     def dense_search(
         self,
@@ -78,11 +81,29 @@ class IndexReads:
         return [self.lexical.rows[i] for i in self.lexical.rows_of_doc.get(doc_id, [])]
 
     def embeddings(self, chunk_ids: list[str]) -> np.ndarray:
-        """Stored dense vectors of ``chunk_ids``, in the given order."""
-        keys = [self.lexical.key_of(c) for c in chunk_ids]
-        got = self.collection.get(ids=keys, include=["embeddings"])
-        by_key = dict(zip(got["ids"], got["embeddings"], strict=True))
-        return np.asarray([by_key[k] for k in keys], dtype=np.float32)
+        """Stored dense vectors of ``chunk_ids``, in the given order.
+
+        Kept with the lexical side they were read under (every ingest or sync makes a new
+        one): an agent's selector asks for every seen chunk at every hop, and a Chroma ``get``
+        costs ~25 ms at 100k chunks, so later hops fetch only the chunks new to them."""
+        lexical = self.lexical
+        if self._vectors is None or self._vectors[0] is not lexical:
+            self._vectors = (lexical, {})
+        kept = self._vectors[1]
+        found = {c: kept[c] for c in chunk_ids if c in kept}
+        missing = [c for c in dict.fromkeys(chunk_ids) if c not in found]
+        if missing:
+            keys = {lexical.key_of(c): c for c in missing}  # Chroma key → chunk id
+            got = self.collection.get(ids=list(keys), include=["embeddings"])
+            fetched = {
+                keys[k]: np.asarray(v, dtype=np.float32)
+                for k, v in zip(got["ids"], got["embeddings"], strict=True)
+            }
+            found |= fetched
+            if len(kept) + len(fetched) > KEPT_VECTORS:
+                kept.clear()
+            kept |= fetched
+        return np.asarray([found[c] for c in chunk_ids], dtype=np.float32)
 
     @property
     def documents(self) -> list[str]:

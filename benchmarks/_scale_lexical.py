@@ -1,0 +1,119 @@
+"""The lexical side alone at a size the full index cannot reach on a shared 2-core machine in
+an afternoon (1M chunks: Chroma's upsert alone costs ~1 ms a chunk): built, saved, reopened and
+timed as the tools use it. Called by ``scale.py`` in its own subprocesses."""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import numpy as np
+
+from _scale_corpus import corpus, pcts, rss_now_mib, rss_peak_mib, timed
+
+
+def lexical_parts(lex) -> dict[str, float]:
+    """Bytes the lexical side holds in RAM, by part (MiB)."""
+    bm25 = sum(a.nbytes for a in lex.retriever.scores.values() if hasattr(a, "nbytes"))
+    g = lex.grep
+    grep = sum(getattr(g, k).nbytes for k in ("starts", "offsets", "tri_keys", "tri_offsets"))
+    text = sum(len(r.text) + len(r.title) for r in lex.rows)
+    return {
+        "bm25_matrix_mib": round(bm25 / 2**20, 1),
+        "grep_in_ram_mib": round((grep + g.tri_tokens.nbytes + len(g.vocab)) / 2**20, 1),
+        "grep_postings_mmap_mib": round(g.postings.nbytes / 2**20, 1),
+        "chunk_text_chars_mib": round(text / 2**20, 1),
+        "vocab_terms_bm25": len(lex.retriever.vocab_dict),
+    }
+
+
+def phase_lexbuild(n: int, folder: Path) -> dict:
+    """The lexical side alone (bm25s, grep postings, rows) over ``n`` chunks, saved to ``folder``."""
+    from sleuth.index.lexical import ChunkRow, LexicalIndex
+
+    rows = [ChunkRow(f"{i}_0", i, 0, x, len(x.split()) * 4 // 3, t) for i, t, x in corpus(n)]
+    rss_rows = rss_now_mib()
+    t0 = time.perf_counter()
+    lex = LexicalIndex.build(rows, {"n": n})
+    build_s = time.perf_counter() - t0
+    rss_built = rss_now_mib()
+    t0 = time.perf_counter()
+    lex.save(folder)
+    return {
+        "chunks": n,
+        "rss_rows_mib": round(rss_rows),
+        "build_s": round(build_s, 1),
+        "rss_built_mib": round(rss_built),
+        "save_s": round(time.perf_counter() - t0, 1),
+        "build_peak_rss_mib": round(rss_peak_mib()),
+        "size_mib": round(sum(f.stat().st_size for f in folder.rglob("*") if f.is_file()) / 2**20),
+    }
+
+
+def phase_lexserve(folder: Path, questions: int) -> dict:
+    """Open a saved lexical side; BM25 top 25 (search_corpus's ``bm25_k``; partial vs full sort,
+    side by side), the selector's BM25 evidence (first vs repeated question), grep and read."""
+    import sleuth.index.lexical as lexmod
+    from _corpus import questions as read_questions
+    from _grep_scale import grep_patterns
+    from sleuth.index.reads import IndexReads
+    from sleuth.ranking.evidence import _best_per_document
+    from sleuth.tools.toolbox import Toolbox
+
+    rss0 = rss_now_mib()
+    t0 = time.perf_counter()
+    lex = lexmod.LexicalIndex.load(folder)
+    assert lex is not None, folder
+    out: dict = {"chunks": len(lex.rows), "open_s": round(time.perf_counter() - t0, 2)}
+    out["rss_open_mib"] = round(rss_now_mib() - rss0)
+    qs = read_questions(questions)
+    partial, full = lexmod.rank_scores, full_sort
+    times: dict[str, list[float]] = {k: [] for k in ("partial", "full", "first", "again")}
+    for q in qs:
+        for name, fn in (("partial", partial), ("full", full), ("partial", partial)):
+            lex._recent.clear()
+            lexmod.rank_scores = fn
+            t0 = time.perf_counter()
+            lex.search(q, 25)
+            times[name].append(time.perf_counter() - t0)
+        lexmod.rank_scores = partial
+        for name in ("first", "again"):
+            if name == "first":
+                lex._recent.clear()
+            t0 = time.perf_counter()
+            if (scores := lex.scores(q)) is not None:
+                _best_per_document(lex.doc_of_row, scores, len(lex.rows_of_doc))
+            times[name].append(time.perf_counter() - t0)
+    out["bm25_top25_partial_sort"], out["bm25_top25_full_sort"] = (
+        pcts(times["partial"]),
+        pcts(times["full"]),
+    )
+    out["evidence_bm25_first"], out["evidence_bm25_repeat"] = (
+        pcts(times["first"]),
+        pcts(times["again"]),
+    )
+
+    class LexOnly(IndexReads):
+        lexical = lex
+
+    tools = Toolbox(LexOnly())  # type: ignore[arg-type]
+    rng = random.Random(1)
+    base = [r.text for r in rng.sample(lex.rows, min(3000, len(lex.rows)))]
+    greps = [p for ps in grep_patterns(base, 4).values() for p in ps]
+    out["grep_corpus"] = timed(tools.grep_corpus, [(p,) for p in greps])
+    docs = rng.sample(list(lex.rows_of_doc), 50)
+    out["read_document"] = timed(tools.read_document, [(d,) for d in docs])
+    out["parts"] = lexical_parts(lex)
+    out["peak_rss_mib"] = round(rss_peak_mib())
+    return out
+
+
+def full_sort(scores: np.ndarray, k: int, tiebreak: np.ndarray | None = None) -> np.ndarray:
+    """rank_scores before its partial sort: every positive score sorted."""
+    from sleuth.index.lexical import SCORE_DECIMALS
+
+    positive = np.flatnonzero(scores > 0)
+    rounded = np.round(scores[positive].astype(np.float64), SCORE_DECIMALS)
+    second = positive if tiebreak is None else tiebreak[positive]
+    return positive[np.lexsort((second, -rounded))[:k]]
