@@ -6,6 +6,7 @@ Layout of an index folder::
     sleuth-index.json   manifest (:class:`IndexManifest`): embedder, chunking, collection, state
     chroma/             Chroma PersistentClient data (absent when using a Chroma server)
     lexical/            chunk texts + BM25 + documents' metadata (derived; rebuilt when stale)
+    graph/              the corpus graph: names shared between documents (derived; rebuilt when stale)
     fields.json         the metadata fields described (``describe_corpus``; written by ingest)
     synced.json         an attached index only: each synced record's id and content hash
     pending.json        doc ids of an ingest in progress (for resume and repair)

@@ -37,6 +37,7 @@ from sleuth.errors import IndexIncompleteError, InputError
 from sleuth.index.attached import open_attached, read_only_error
 from sleuth.index.chroma import chroma_client, create_collection, first_line, read_only_copy
 from sleuth.index.fields import IndexFields, date_fields, document_metadata, save_fields
+from sleuth.index.graph import GRAPH_FOLDER, CorpusGraph, open_graph
 from sleuth.index.ingest_checks import check_ingest_inputs, check_new_settings, clean_documents
 from sleuth.index.lexical import LEXICAL_FORMAT, ChunkRow, LexicalIndex
 from sleuth.index.manifest import (
@@ -84,6 +85,7 @@ class Index(IndexReads, IndexFields):
             self.collection = self._get_collection()
         self.native_hybrid = bool(manifest.native_hybrid)
         self._lexical: LexicalIndex | None = None
+        self._graph: CorpusGraph | None = None
         self._fields: dict[str, Any] | None = None
 
     def _chroma_path(self) -> Path:
@@ -274,6 +276,14 @@ class Index(IndexReads, IndexFields):
             self._lexical = loaded
         return self._lexical
 
+    @property
+    def graph(self) -> CorpusGraph:
+        """The corpus graph (:mod:`sleuth.index.graph`); an index built before it existed
+        builds and saves it here, on first use."""
+        if self._graph is None or self._graph.stamp != self.lexical.stamp:
+            self._graph = open_graph(self.path / GRAPH_FOLDER, self.lexical)
+        return self._graph
+
     def _stamp(self) -> dict:
         return {
             "generation": self.manifest.generation,
@@ -439,6 +449,7 @@ class Index(IndexReads, IndexFields):
         generation = self.manifest.generation + 1
         self.manifest.generation = generation
         self._lexical = self._rebuild_lexical(self._stamp())
+        self._graph = open_graph(self.path / GRAPH_FOLDER, self._lexical)
         save_fields(self.path, self.describe_now())
         docs_total = len(self._lexical.rows_of_doc)
         self._write_manifest(

@@ -8,7 +8,7 @@ head.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Mapping, Sequence
 
 import numpy as np
 
@@ -27,8 +27,18 @@ def seen_features(
     index: Index, question: str, docs: Sequence[SeenDoc], searches: Sequence[Search]
 ) -> np.ndarray:
     """The selection-head features of ``docs``, with the question's evidence from ``index``."""
-    evidence = question_evidence(index, question, [d.doc_id for d in docs])
+    evidence = question_evidence(index, question, [d.doc_id for d in docs], hop_seeds(docs))
     return selection_features(question, docs, searches, evidence)
+
+
+SEED_RANKS = 2
+"""A search's documents down to this rank seed the corpus graph's PageRank (1/rank each)."""
+
+
+def hop_seeds(docs: Sequence[SeenDoc]) -> dict[str, float]:
+    """The searches' best documents as PageRank seeds: Σ 1/rank over their top ranks."""
+    seeds = {d.doc_id: sum(1.0 / r for _, r in d.ranks if r <= SEED_RANKS) for d in docs}
+    return {doc: weight for doc, weight in seeds.items() if weight > 0}
 
 
 class Selector:
@@ -40,6 +50,21 @@ class Selector:
 
     def title(self, doc_id: str) -> str:
         return document_title(self.index, doc_id)
+
+    def graph_candidates(
+        self, question: str, seeds: Mapping[str, float], seen: Collection[str], k: int
+    ) -> list[str]:
+        """The ``k`` unseen documents the corpus graph's PageRank rates highest for the
+        question's names and ``seeds`` (document → weight); only documents it reaches."""
+        if k <= 0:
+            return []
+        graph = self.index.graph
+        scores = graph.scores(question, seeds)
+        for doc in seen:
+            if (i := graph.doc_number.get(doc)) is not None:
+                scores[i] = 0.0
+        top = np.argsort(-scores, kind="stable")[:k]
+        return [graph.doc_ids[i] for i in top if scores[i] > 0]
 
     def rank(
         self, question: str, docs: Sequence[SeenDoc], searches: Sequence[Search]
