@@ -21,8 +21,7 @@ from sleuth.ranking.features import (
     SeenDoc,
     selection_features,
 )
-from sleuth.ranking.model import load_ranker
-from sleuth.ranking.selector import Selector, hop_seeds
+from sleuth.ranking.selector import hop_seeds
 
 CORPUS = {  # id: (title, text)
     "alpha": ("Alpha Corp", "Alpha Corp was founded by Maria Lopez, who later ran Beta Labs."),
@@ -137,10 +136,6 @@ def test_ingest_builds_and_updates_the_graph_and_an_old_index_builds_it(tmp_path
     evidence = question_evidence(old, "Who founded Alpha Corp?", ["alpha", "beta", "lonely"])
     assert evidence.ppr["alpha"] > evidence.ppr["beta"] > evidence.ppr["lonely"] == 0
     assert (tmp_path / "ix" / "graph" / "graph.npz").exists()
-    # Hop candidates: the unseen documents the question's names and the seeds lead to.
-    selector = Selector(old, load_ranker())
-    assert selector.graph_candidates("Who founded Alpha Corp?", {}, {"alpha"}, 3) == ["beta"]
-    assert selector.graph_candidates("unrelated words", {"c": 1.0}, {"c"}, 3) == ["d"]
 
 
 def test_ppr_column_is_the_share_of_the_best_seen():

@@ -75,9 +75,6 @@ class HeuristicAgent:
     quote_evidence: bool = True
     """Open each justification with the document's sentence closest to the question (off:
     say only how it was ranked, as short as a small model's reply cap needs)."""
-    graph_reads: int = 0
-    """Per hop, read this many unseen documents that the corpus graph's PageRank, seeded by the
-    question's names and the best documents so far, rates highest (needs a selector)."""
     use_filters: bool = True
     """When the question names a sender, a date or a document type and ``describe_corpus`` is
     offered: describe the corpus first and filter the first searches (:mod:`.filters`)."""
@@ -103,7 +100,6 @@ class HeuristicAgent:
                     calls.append(call(PRUNE_CHUNKS, chunk_ids=weak))
                 if index == first + 1 and ranked and _has_more_chunks(ranked[0][0], seen):
                     calls.append(call(READ_DOCUMENT, doc_id=ranked[0][0]))
-                calls += [call(READ_DOCUMENT, doc_id=d) for d in self._graph_hops(question, ranked)]
                 return turn(*calls)
         return self.answer(question, ranked, seen)
 
@@ -130,14 +126,6 @@ class HeuristicAgent:
             return rank_by_rrf(seen, question, self.question_weight)
         docs, searches = trail(seen, self.selector.title)
         return self.selector.rank(question, docs, searches)
-
-    def _graph_hops(self, question: str, ranked: list[tuple[str, float]]) -> list[str]:
-        """Unseen documents a few links from the best ones (:attr:`graph_reads`)."""
-        if self.selector is None or not self.graph_reads:
-            return []
-        seeds = dict(ranked[: self.expand_docs])
-        seen = {doc for doc, _ in ranked}
-        return self.selector.graph_candidates(question, seeds, seen, self.graph_reads)
 
     def _room_for(self, messages: list[dict[str, Any]]) -> bool:
         usage = token_usage(messages)

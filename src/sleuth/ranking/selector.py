@@ -8,7 +8,7 @@ head.
 
 from __future__ import annotations
 
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -50,21 +50,6 @@ class Selector:
 
     def title(self, doc_id: str) -> str:
         return document_title(self.index, doc_id)
-
-    def graph_candidates(
-        self, question: str, seeds: Mapping[str, float], seen: Collection[str], k: int
-    ) -> list[str]:
-        """The ``k`` unseen documents the corpus graph's PageRank rates highest for the
-        question's names and ``seeds`` (document → weight); only documents it reaches."""
-        if k <= 0:
-            return []
-        graph = self.index.graph
-        scores = graph.scores(question, seeds)
-        for doc in seen:
-            if (i := graph.doc_number.get(doc)) is not None:
-                scores[i] = 0.0
-        top = np.argsort(-scores, kind="stable")[:k]
-        return [graph.doc_ids[i] for i in top if scores[i] > 0]
 
     def rank(
         self, question: str, docs: Sequence[SeenDoc], searches: Sequence[Search]
