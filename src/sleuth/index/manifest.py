@@ -7,6 +7,7 @@ Layout of an index folder::
     chroma/             Chroma PersistentClient data (absent when using a Chroma server)
     lexical-<N>/        generation N's chunk texts + BM25 + grep + documents' metadata and hashes
                         (``lexical/`` in older indexes; the manifest names the published one)
+    graph/              the corpus graph: names shared between documents (derived; rebuilt when stale)
     fields.json         the metadata fields described (``describe_corpus``; written by ingest)
     synced.json         an attached index only: each synced record's id and content hash
     pending.json        doc ids and Chroma keys of an ingest in progress (for resume and repair)

@@ -4,10 +4,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from sleuth.index.graph import GRAPH_FOLDER, CorpusGraph, open_graph
 from sleuth.index.lexical import ChunkRow, LexicalIndex
 from sleuth.index.where import Where
 
@@ -21,6 +23,16 @@ class IndexReads:
     lexical: LexicalIndex
     rows_matching: Callable[[Where], np.ndarray]  # supplied by IndexFields
     _vectors: tuple[LexicalIndex, dict[str, np.ndarray]] | None = None  # see embeddings()
+    _graph: CorpusGraph | None = None
+    path: Path
+
+    @property
+    def graph(self) -> CorpusGraph:
+        """The corpus graph (:mod:`sleuth.index.graph`); an index built before it existed
+        builds and saves it here, on first use."""
+        if self._graph is None or self._graph.stamp != self.lexical.stamp:
+            self._graph = open_graph(self.path / GRAPH_FOLDER, self.lexical)
+        return self._graph
 
     def dense_search(
         self,

@@ -36,6 +36,7 @@ from sleuth.errors import IndexIncompleteError, InputError
 from sleuth.index.attached import open_attached, read_only_error
 from sleuth.index.chroma import chroma_client, create_collection, first_line, read_only_copy
 from sleuth.index.fields import IndexFields, date_fields, save_fields
+from sleuth.index.graph import GRAPH_FOLDER, CorpusGraph, open_graph
 from sleuth.index.ingest_checks import check_ingest_inputs, check_new_settings, clean_documents
 from sleuth.index.lexical import LEXICAL_FORMAT, LexicalIndex
 from sleuth.index.manifest import (
@@ -87,6 +88,7 @@ class Index(IndexReads, IndexFields):
             self.collection = self._get_collection()
         self.native_hybrid = bool(manifest.native_hybrid)
         self._lexical: LexicalIndex | None = None
+        self._graph: CorpusGraph | None = None
         self._fields: dict[str, Any] | None = None
 
     def _chroma_path(self) -> Path:
@@ -438,6 +440,7 @@ class Index(IndexReads, IndexFields):
         previous = self.manifest.lexical_dir
         self.manifest.generation = generation
         self._lexical = lexical
+        self._graph = open_graph(self.path / GRAPH_FOLDER, self._lexical)
         save_fields(self.path, self.describe_now())
         self._write_manifest(
             state="ready",

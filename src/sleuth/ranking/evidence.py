@@ -2,13 +2,14 @@
 
 A search shows at most ten chunks, and a bridge search ranks its hits for the bridge query,
 not for the question; the selector needs to know how each seen document stands against the
-question itself, across the whole corpus. One BM25 pass over the lexical side and one dot
-product with the stored vectors give that for a few milliseconds.
+question itself, across the whole corpus. One BM25 pass over the lexical side, one dot
+product with the stored vectors and one personalised PageRank over the corpus graph give that
+for a few milliseconds.
 """
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Collection, Mapping
 
 import numpy as np
 
@@ -16,8 +17,14 @@ from sleuth.index import Index
 from sleuth.ranking.features import QuestionEvidence
 
 
-def question_evidence(index: Index, question: str, doc_ids: Collection[str]) -> QuestionEvidence:
-    """BM25 score and corpus rank, and dense similarity, of each of ``doc_ids`` for ``question``."""
+def question_evidence(
+    index: Index,
+    question: str,
+    doc_ids: Collection[str],
+    seeds: Mapping[str, float] | None = None,
+) -> QuestionEvidence:
+    """BM25 score and corpus rank, dense similarity, and corpus-graph PageRank (seeded by the
+    question's names and ``seeds``, document → weight) of each of ``doc_ids`` for ``question``."""
     lexical = index.lexical
     wanted = [d for d in dict.fromkeys(doc_ids) if d in lexical.rows_of_doc]
     bm25: dict[str, float] = {}
@@ -37,7 +44,12 @@ def question_evidence(index: Index, question: str, doc_ids: Collection[str]) -> 
         for cid, sim in zip(chunk_ids, sims, strict=True):
             doc = lexical.rows[lexical.row_of[cid]].doc_id
             dense[doc] = max(dense.get(doc, -1.0), float(sim))
-    return QuestionEvidence(bm25=bm25, bm25_rank=bm25_rank, dense=dense)
+    ppr: dict[str, float] = {}
+    if wanted:
+        graph = index.graph
+        scores = graph.scores(question, seeds or {})
+        ppr = {d: float(scores[graph.doc_number[d]]) for d in wanted if d in graph.doc_number}
+    return QuestionEvidence(bm25=bm25, bm25_rank=bm25_rank, dense=dense, ppr=ppr)
 
 
 def _best_per_document(doc_of_row: np.ndarray, scores: np.ndarray, n_docs: int) -> np.ndarray:

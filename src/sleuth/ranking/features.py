@@ -7,7 +7,8 @@ Two feature sets, one per decision:
 * :func:`selection_features` — every document a trajectory has seen, for the original question:
   corpus-wide BM25 and dense evidence for the question, where and how often the searches
   showed it, and the multi-hop signals that plain retrieval lacks: its title is named by a
-  document that answers part of the question (a bridge), or it names one.
+  document that answers part of the question (a bridge), or it names one; and its personalised
+  PageRank in the corpus graph seeded by the question's names and the searches' best documents.
 
 Both are plain ``float`` rows in a fixed column order (``*_COLUMNS``) so a linear model's
 weights can be stored as JSON next to their names.
@@ -33,6 +34,8 @@ SEARCH_COLUMNS = (
     "title_named",
     "title_cover",
 )
+# The corpus graph's personalised PageRank (sleuth.index.graph), as a share of the best seen.
+GRAPH_COLUMNS = ("ppr",)
 SELECTION_COLUMNS = (
     "bm25_rel",
     "bm25_rr",
@@ -49,7 +52,16 @@ SELECTION_COLUMNS = (
     "link_out",
     "entity_search_rr",
     "first_hop",
+    *GRAPH_COLUMNS,
 )
+# Selection columns by kind of evidence: what an ablation removes in turn.
+FEATURE_GROUPS: dict[str, tuple[str, ...]] = {
+    "retrieval": ("bm25_rel", "bm25_rr", "dense_cos", "dense_gap"),
+    "text": ("question_cover", "title_named", "title_cover"),
+    "searches": ("question_search_rr", "best_rr", "searches", "entity_search_rr", "first_hop"),
+    "links": ("link_in", "link_chain", "link_out"),
+    "graph": GRAPH_COLUMNS,
+}
 
 
 @dataclass
@@ -118,6 +130,7 @@ class QuestionEvidence:
     bm25: dict[str, float]  # best chunk BM25 score for the question
     bm25_rank: dict[str, int]  # 1-based rank of that score among all documents
     dense: dict[str, float]  # best chunk cosine similarity to the question
+    ppr: dict[str, float] = field(default_factory=dict)  # corpus-graph PageRank (see GRAPH_COLUMNS)
 
 
 def selection_features(
@@ -131,6 +144,7 @@ def selection_features(
     question_lower = question.lower()
     top_bm25 = max((evidence.bm25.get(d.doc_id, 0.0) for d in docs), default=0.0) or 1.0
     top_dense = max((evidence.dense.get(d.doc_id, 0.0) for d in docs), default=0.0)
+    top_ppr = max((evidence.ppr.get(d.doc_id, 0.0) for d in docs), default=0.0) or 1.0
     question_searches = {
         i for i, s in enumerate(searches) if s.query.strip().lower() == question_lower.strip()
     }
@@ -179,6 +193,7 @@ def selection_features(
                 link_out,
                 entity_rr,
                 min((searches[s].hop for s, _ in d.ranks), default=0) / 3.0,
+                evidence.ppr.get(d.doc_id, 0.0) / top_ppr,
             ]
         )
     return np.asarray(rows, dtype=np.float32).reshape(len(rows), len(SELECTION_COLUMNS))

@@ -27,8 +27,18 @@ def seen_features(
     index: Index, question: str, docs: Sequence[SeenDoc], searches: Sequence[Search]
 ) -> np.ndarray:
     """The selection-head features of ``docs``, with the question's evidence from ``index``."""
-    evidence = question_evidence(index, question, [d.doc_id for d in docs])
+    evidence = question_evidence(index, question, [d.doc_id for d in docs], hop_seeds(docs))
     return selection_features(question, docs, searches, evidence)
+
+
+SEED_RANKS = 2
+"""A search's documents down to this rank seed the corpus graph's PageRank (1/rank each)."""
+
+
+def hop_seeds(docs: Sequence[SeenDoc]) -> dict[str, float]:
+    """The searches' best documents as PageRank seeds: Σ 1/rank over their top ranks."""
+    seeds = {d.doc_id: sum(1.0 / r for _, r in d.ranks if r <= SEED_RANKS) for d in docs}
+    return {doc: weight for doc, weight in seeds.items() if weight > 0}
 
 
 class Selector:

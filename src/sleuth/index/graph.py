@@ -1,0 +1,324 @@
+"""The corpus graph: documents linked by the names they share, built at ingest without an LLM.
+
+HippoRAG's idea (a knowledge graph and personalised PageRank seeded by the question's entities)
+with nodes any corpus has instead of LLM-extracted triples: each document's bare title (an
+e-mail's subject without RE:/FW:), its capitalised spans (names), e-mail addresses, long
+numbers (years, patent numbers) and identifiers (letters mixed with digits). Two documents are
+linked when one names the other's title, or when they share a *rare* node: one found in at
+most ``rare_df`` documents, so hubs ("Enron", "2001") link nothing.
+
+Personalised PageRank over these links, seeded by the nodes the question names and by the
+documents a search ranked best, scores documents a few links away from what was found: the
+next hop's candidates. The graph is a function of the chunk rows alone, so it is rebuilt from
+the lexical side whenever that changes (an ingest, a removal, or an index built before the
+graph existed, on first use). Stored as ``graph/graph.npz`` (scipy sparse matrices) plus
+``graph/graph.json`` (schema version, stamp, document ids, the node vocabulary).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import scipy.sparse as sp
+
+from sleuth.index.lexical import ChunkRow, LexicalIndex
+from sleuth.io import atomic_write_bytes, atomic_write_text
+
+GRAPH_SCHEMA_VERSION = 1
+GRAPH_FOLDER = "graph"
+RARE_DF = 20
+"""A node in more documents than this is a hub: it links none of them (it can still seed)."""
+TITLE_WEIGHT = 2.0
+"""Weight of a title mention against one shared rare node (at most 1)."""
+DAMPING = 0.5  # HippoRAG's: half the mass returns to the seeds at every step
+
+_UPPER = "A-ZÀ-ÖØ-Þ"
+_CAP_WORD = rf"[{_UPPER}][\w'’&-]*"
+_CONNECTOR = r"(?:of|the|for|de|del|la|le|von|van|der|da|du|y)"
+_SPAN = re.compile(rf"\b{_CAP_WORD}(?:[ \t]+(?:{_CONNECTOR}[ \t]+)*(?:{_CAP_WORD}|\d+\b))*")
+_EMAIL = re.compile(r"\b[\w.+-]+@[\w-]+(?:\.[\w-]+)+\b")
+_NUMBER = re.compile(r"\b\d{1,3}(?:,\d{3})+\b|\b\d{4,}\b")
+# Letters then a digit, or digits then a letter ("EL-2001A", "H2O", "4G"); no lookahead: fast.
+_IDENT = re.compile(r"\b(?:[A-Za-z]+-?\d|\d+-?[A-Za-z])[A-Za-z0-9]*(?:-[A-Za-z0-9]+)*\b")
+_ORDINAL = re.compile(r"^\d+(?:st|nd|rd|th|s)$")
+_REPLY = re.compile(r"^(?:\s*(?:re|fw|fwd|aw|tr)\s*:\s*)+", re.IGNORECASE)
+_PARENTHESIS = re.compile(r"\s*\([^)]*\)\s*$")
+# Words that open a capitalised run without being part of a name ("The", "Which", "In").
+_LEADING = frozenset(
+    """a an the this that these those in on at of for to from by with and or but as is was are
+    were be did does do has have had who whom whose which what when where why how it its his her
+    their our my your he she they we i if after before during while since although however also
+    not no yes dear hi hello thanks regards""".split()  # noqa: SIM905 - a word list reads better as text
+)
+_CALENDAR = frozenset(
+    """january february march april may june july august september october november december
+    monday tuesday wednesday thursday friday saturday sunday""".split()  # noqa: SIM905
+)
+
+
+def node_key(text: str) -> str:
+    """The normal form a node is stored under: lower case, single spaces, no leading article."""
+    words = text.lower().split()
+    while words and words[0] in ("the", "a", "an"):
+        words = words[1:]
+    return " ".join(words)
+
+
+def title_key(title: str) -> str:
+    """A title's node: no reply prefix, no trailing "(disambiguation)"; "" when under 3 chars."""
+    bare = _PARENTHESIS.sub("", _REPLY.sub("", title)).strip()
+    key = node_key(bare)
+    return key if len(key) >= 3 else ""
+
+
+def _spans(text: str) -> Iterable[list[str]]:
+    """Capitalised runs as word lists, leading function words dropped."""
+    for match in _SPAN.finditer(text):
+        words = match.group().split()
+        while words and words[0].lower() in _LEADING:
+            words = words[1:]
+        while words and words[-1].lower() in ("of", "the", "for", "de", "y"):
+            words = words[:-1]
+        if words and not (len(words) == 1 and words[0].lower() in _CALENDAR):
+            yield words
+
+
+class Titles:
+    """Title keys, looked up inside longer runs of names: by first word, then by length."""
+
+    def __init__(self, keys: Iterable[str]):
+        self.keys = set(keys)
+        self.longest: dict[str, int] = {}  # a title's first word -> its longest title, in words
+        for key in self.keys:
+            words = key.split()
+            self.longest[words[0]] = max(self.longest.get(words[0], 0), len(words))
+
+    def within(self, lowered: list[str]) -> Iterable[str]:
+        """Every run of ``lowered`` words that is a title key."""
+        for start, word in enumerate(lowered):
+            for size in range(1, min(self.longest.get(word, 0), len(lowered) - start) + 1):
+                part = " ".join(lowered[start : start + size])
+                if part in self.keys:
+                    yield part
+
+
+def extract_nodes(text: str, titles: Titles | None = None) -> set[str]:
+    """Node keys ``text`` names: its names, e-mail addresses, long numbers and identifiers, plus
+    every part of a name that is one of ``titles`` (a title named inside a longer run)."""
+    found: set[str] = set()
+    for words in _spans(text):
+        key = node_key(" ".join(words))
+        if len(key) >= 3:
+            found.add(key)
+        if titles and len(words) > 1:
+            found.update(titles.within([w.lower() for w in words]))
+    if "@" in text:  # a fast test: the address pattern is slow over plain prose
+        found.update(m.lower() for m in _EMAIL.findall(text))
+    found.update(m.replace(",", "") for m in _NUMBER.findall(text))
+    found.update(
+        m.lower() for m in _IDENT.findall(text) if len(m) >= 3 and not _ORDINAL.match(m.lower())
+    )
+    return found
+
+
+@dataclass
+class CorpusGraph:
+    """Documents × nodes incidence, document links, and which node is each document's title."""
+
+    doc_ids: list[str]
+    nodes: list[str]
+    incidence: sp.csr_matrix  # documents × nodes, 1.0 where the document names the node
+    adjacency: sp.csr_matrix  # documents × documents, symmetric link weights, zero diagonal
+    title_node: np.ndarray  # per document: its title's node number, or -1
+    stamp: dict
+    rare_df: int = RARE_DF
+
+    def __post_init__(self) -> None:
+        self.node_number = {n: i for i, n in enumerate(self.nodes)}
+        self.doc_number = {d: i for i, d in enumerate(self.doc_ids)}
+        self.df = np.asarray(self.incidence.sum(axis=0)).ravel()
+        degree = np.asarray(self.adjacency.sum(axis=1), dtype=np.float64).ravel()
+        inverse = np.divide(1.0, degree, out=np.zeros_like(degree), where=degree > 0)
+        walk = sp.diags(inverse) @ self.adjacency.astype(np.float64)
+        self._walk = walk.T.tocsr()  # column-stochastic, float64 like the vectors it multiplies
+        self._dangling = degree == 0
+        self._by_node = self.incidence.tocsc()  # a node's documents
+        self._owners: dict[int, list[int]] = {}
+        for doc, node in enumerate(self.title_node.tolist()):
+            if node >= 0:
+                self._owners.setdefault(node, []).append(doc)
+        self._titles = Titles(self.nodes[n] for n in self._owners)
+
+    @classmethod
+    def build(cls, rows: Sequence[ChunkRow], stamp: dict, rare_df: int = RARE_DF) -> CorpusGraph:
+        """The graph of ``rows`` (any order; documents in first-seen order)."""
+        by_doc: dict[str, list[ChunkRow]] = {}
+        for r in rows:
+            by_doc.setdefault(r.doc_id, []).append(r)
+        doc_ids = list(by_doc)
+        titles = {d: title_key(chunks[0].title) for d, chunks in by_doc.items()}
+        title_set = Titles(t for t in titles.values() if t)
+        vocab: dict[str, int] = {}
+        cols: list[int] = []
+        indptr = [0]
+        for d in doc_ids:
+            keys = set().union(*(extract_nodes(r.text, title_set) for r in by_doc[d]))
+            if titles[d]:
+                keys.add(titles[d])
+            cols.extend(vocab.setdefault(k, len(vocab)) for k in sorted(keys))
+            indptr.append(len(cols))
+        incidence = sp.csr_matrix(
+            (np.ones(len(cols), np.float32), np.asarray(cols, np.int32), np.asarray(indptr)),
+            shape=(len(doc_ids), len(vocab)),
+        )
+        title_node = np.asarray([vocab[t] if t else -1 for t in titles.values()], np.int32)
+        adjacency = _links(incidence, title_node, rare_df)
+        return cls(doc_ids, list(vocab), incidence, adjacency, title_node, stamp, rare_df)
+
+    # -- personalised PageRank ----------------------------------------------------------
+    def question_seeds(self, question: str) -> np.ndarray:
+        """Seed mass over documents from the nodes ``question`` names: a node's documents share
+        its inverse document frequency; a document titled by it takes as much again."""
+        seeds = np.zeros(len(self.doc_ids))
+        n = max(len(self.doc_ids), 1)
+        for key in extract_nodes(question, self._titles):
+            node = self.node_number.get(key)
+            if node is None:
+                continue
+            weight = np.log1p(n / self.df[node])
+            docs = self._by_node.indices[
+                self._by_node.indptr[node] : self._by_node.indptr[node + 1]
+            ]
+            seeds[docs] += weight / len(docs)
+            seeds[self._owners.get(node, [])] += weight
+        return seeds
+
+    def ppr(self, seeds: np.ndarray, damping: float = DAMPING, tol: float = 1e-5) -> np.ndarray:
+        """Personalised PageRank with restart to ``seeds`` (normalised; all zeros when they
+        are). Documents without links hand their mass back to the seeds, so it sums to 1."""
+        total = float(seeds.sum())
+        if total <= 0:
+            return np.zeros(len(self.doc_ids))
+        restart = seeds / total
+        p = restart.copy()
+        for _ in range(100):
+            nxt = damping * (self._walk @ p + p[self._dangling].sum() * restart)
+            nxt += (1 - damping) * restart
+            done = np.abs(nxt - p).sum() < tol
+            p = nxt
+            if done:
+                break
+        return p
+
+    def scores(self, question: str, seed_docs: Mapping[str, float]) -> np.ndarray:
+        """PPR seeded half by the question's names, half by ``seed_docs`` (id → weight)."""
+        named = self.question_seeds(question)
+        chosen = np.zeros(len(self.doc_ids))
+        for doc, weight in seed_docs.items():
+            if (i := self.doc_number.get(doc)) is not None:
+                chosen[i] += weight
+        parts = [s / s.sum() for s in (named, chosen) if s.sum() > 0]
+        return self.ppr(sum(parts, np.zeros(len(self.doc_ids))))
+
+    # -- persistence --------------------------------------------------------------------
+    def save(self, folder: Path) -> None:
+        """The matrices, then the JSON that names their checksum (written last: a torn save
+        fails the check on load and the graph is rebuilt)."""
+        buffer = io.BytesIO()
+        a = self.adjacency
+        np.savez_compressed(
+            buffer,
+            inc_indptr=self.incidence.indptr,
+            inc_indices=self.incidence.indices,
+            adj_indptr=a.indptr,
+            adj_indices=a.indices,
+            adj_data=a.data,
+            title_node=self.title_node,
+        )
+        data = buffer.getvalue()
+        atomic_write_bytes(folder / "graph.npz", data)
+        meta = {
+            "schema_version": GRAPH_SCHEMA_VERSION,
+            "stamp": self.stamp,
+            "rare_df": self.rare_df,
+            "npz_sha256": hashlib.sha256(data).hexdigest(),
+            "doc_ids": self.doc_ids,
+            "nodes": self.nodes,
+        }
+        atomic_write_text(folder / "graph.json", json.dumps(meta, ensure_ascii=False))
+
+    @classmethod
+    def load(cls, folder: Path) -> CorpusGraph | None:
+        """The saved graph; None when missing, torn, or of another schema (rebuild it)."""
+        try:
+            meta = json.loads((folder / "graph.json").read_text(encoding="utf-8"))
+            data = (folder / "graph.npz").read_bytes()
+            if (
+                meta.get("schema_version") != GRAPH_SCHEMA_VERSION
+                or hashlib.sha256(data).hexdigest() != meta["npz_sha256"]
+            ):
+                return None
+            z = np.load(io.BytesIO(data))
+            n_docs, n_nodes = len(meta["doc_ids"]), len(meta["nodes"])
+            indices = z["inc_indices"]
+            incidence = sp.csr_matrix(
+                (np.ones(len(indices), np.float32), indices, z["inc_indptr"]),
+                shape=(n_docs, n_nodes),
+            )
+            adjacency = sp.csr_matrix(
+                (z["adj_data"], z["adj_indices"], z["adj_indptr"]), shape=(n_docs, n_docs)
+            )
+            return cls(
+                meta["doc_ids"],
+                meta["nodes"],
+                incidence,
+                adjacency,
+                z["title_node"],
+                meta["stamp"],
+                int(meta["rare_df"]),
+            )
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+
+
+def _links(incidence: sp.csr_matrix, title_node: np.ndarray, rare_df: int) -> sp.csr_matrix:
+    """Symmetric document links: shared rare nodes (each adds 1/(df−1), so a pair sharing one
+    node of two documents weighs 1) plus ``TITLE_WEIGHT`` from a document to each one it names
+    by title (a star, so a much-named title is no clique)."""
+    n_docs = incidence.shape[0]
+    df = np.asarray(incidence.sum(axis=0)).ravel()
+    rare = (df >= 2) & (df <= rare_df)
+    weights = np.where(rare, 1.0 / np.maximum(df - 1, 1), 0.0)
+    shared = (incidence @ sp.diags(weights) @ incidence.T).tocsr()
+    titled = np.flatnonzero(title_node >= 0)
+    owners = sp.csr_matrix(
+        (np.ones(len(titled)), (titled, title_node[titled])), shape=(n_docs, incidence.shape[1])
+    )
+    owned = np.asarray(owners.sum(axis=0)).ravel()
+    # A title many documents carry (a thread's subject) is a shared node, not a name to follow.
+    owners = owners @ sp.diags((owned <= 3).astype(np.float64))
+    named = (incidence @ owners.T).tocsr()  # [i, j]: document i names document j's title
+    links = shared + TITLE_WEIGHT * (named + named.T)
+    links = (links - sp.diags(links.diagonal())).tocsr()
+    links.eliminate_zeros()
+    return links.astype(np.float32)
+
+
+def open_graph(folder: Path, lexical: LexicalIndex) -> CorpusGraph:
+    """The graph saved in ``folder`` when it matches ``lexical``'s stamp, else one built from
+    its rows and saved (kept in memory only when the folder is read-only)."""
+    loaded = CorpusGraph.load(folder)
+    if loaded is not None and loaded.stamp == lexical.stamp:
+        return loaded
+    graph = CorpusGraph.build(lexical.rows, lexical.stamp)
+    with contextlib.suppress(OSError):
+        graph.save(folder)
+    return graph

@@ -1,0 +1,146 @@
+"""The corpus graph: which documents it links, its PageRank, and its life inside an index."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import scipy.sparse as sp
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from sleuth.corpus.models import Document
+from sleuth.index import Index
+from sleuth.index.graph import CorpusGraph, Titles, extract_nodes, title_key
+from sleuth.index.lexical import ChunkRow
+from sleuth.ranking.evidence import question_evidence
+from sleuth.ranking.features import (
+    SELECTION_COLUMNS,
+    QuestionEvidence,
+    Search,
+    SeenDoc,
+    selection_features,
+)
+from sleuth.ranking.selector import hop_seeds
+
+CORPUS = {  # id: (title, text)
+    "alpha": ("Alpha Corp", "Alpha Corp was founded by Maria Lopez, who later ran Beta Labs."),
+    "beta": ("Beta Labs (company)", "Beta Labs builds sensors in Oslo."),
+    "c": ("Memo one", "Part XK-200 failed the test; see patent 6,123,456."),
+    "d": ("Memo two", "We replaced part XK-200 and filed patent 6123456."),
+    "lonely": ("Lonely page", "nothing named here at all."),
+    **{f"hub{i}": (f"Note {i}", f"Enron staff met on Tuesday {i}.") for i in range(5)},
+}
+
+
+def _rows(corpus: dict[str, tuple[str, str]]) -> list[ChunkRow]:
+    return [ChunkRow(f"{d}_0", d, 0, text, 10, title) for d, (title, text) in corpus.items()]
+
+
+def _graph(rare_df: int = 3) -> CorpusGraph:
+    return CorpusGraph.build(_rows(CORPUS), {"generation": 1}, rare_df=rare_df)
+
+
+def _linked(g: CorpusGraph, a: str, b: str) -> bool:
+    return bool(g.adjacency[g.doc_number[a], g.doc_number[b]] > 0)
+
+
+def test_nodes_are_names_addresses_numbers_and_identifiers():
+    text = "Which prize did The Beatles win in 1965? Ask john.doe@enron.com about EL-2001A, 3rd."
+    nodes = extract_nodes(text)
+    assert {"beatles", "1965", "john.doe@enron.com", "el-2001a"} <= nodes
+    assert "which" not in nodes and "3rd" not in nodes
+    # A title inside a longer run of capitalised words is found when titles are given.
+    assert "beta labs" in extract_nodes("CEO of Beta Labs Oslo", Titles(["beta labs"]))
+    assert title_key("RE: Fw: Gas prices") == "gas prices"
+    assert title_key("Mercury (planet)") == "mercury"
+
+
+def test_edges_title_mentions_rare_nodes_and_no_hubs():
+    g = _graph()
+    assert _linked(g, "alpha", "beta") and _linked(g, "beta", "alpha")  # a title named
+    assert _linked(g, "c", "d")  # a shared identifier and patent number
+    assert not any(_linked(g, "lonely", d) for d in g.doc_ids)
+    # Five notes share "enron" and "tuesday": a hub over the cap of three links none of them.
+    assert not _linked(g, "hub0", "hub1")
+    assert _linked(CorpusGraph.build(_rows(CORPUS), {}, rare_df=5), "hub0", "hub1")
+    assert (g.adjacency != g.adjacency.T).nnz == 0 and g.adjacency.diagonal().sum() == 0
+
+
+def test_pagerank_sums_to_one_seeds_dominate_and_unreached_get_nothing():
+    g = _graph()
+    p = g.scores("Who founded Alpha Corp?", {})
+    assert abs(p.sum() - 1) < 1e-6
+    order = [g.doc_ids[i] for i in np.argsort(-p)]
+    assert order[:2] == ["alpha", "beta"]  # the named document, then the one it links to
+    assert p[g.doc_number["lonely"]] == 0 and p[g.doc_number["c"]] == 0
+    seeded = g.scores("unrelated words", {"c": 1.0})
+    assert seeded.argmax() == g.doc_number["c"] and seeded[g.doc_number["d"]] > 0
+    assert not g.scores("unrelated words", {}).any()  # no seeds: no mass anywhere
+
+
+@settings(max_examples=30, deadline=None)
+@given(st.integers(2, 30), st.floats(0.05, 0.5), st.integers(0, 10_000))
+def test_pagerank_is_a_distribution_on_any_graph(n, density, seed):
+    rng = np.random.default_rng(seed)
+    links = sp.random(n, n, density=density, random_state=seed, format="csr")
+    links = (links + links.T).tocsr()
+    links = (links - sp.diags(links.diagonal())).tocsr()
+    g = CorpusGraph(
+        [f"d{i}" for i in range(n)],
+        [],
+        sp.csr_matrix((n, 0), dtype=np.float32),
+        links.astype(np.float32),
+        np.full(n, -1, np.int32),
+        {},
+    )
+    seeds = rng.random(n) * (rng.random(n) < 0.5)
+    p = g.ppr(seeds)
+    if seeds.sum() == 0:
+        assert not p.any()
+    else:
+        assert abs(p.sum() - 1) < 1e-5 and (p >= 0).all()
+        # Each seed keeps at least its restart share: (1 − damping) × its seed weight.
+        assert (p >= 0.5 * seeds / seeds.sum() - 1e-9).all()
+
+
+def test_saved_and_reloaded_and_a_torn_file_is_rebuilt(tmp_path):
+    g = _graph()
+    g.save(tmp_path)
+    back = CorpusGraph.load(tmp_path)
+    assert back is not None and back.doc_ids == g.doc_ids and back.nodes == g.nodes
+    assert (back.adjacency != g.adjacency).nnz == 0 and (back.incidence != g.incidence).nnz == 0
+    assert np.allclose(back.scores("Alpha Corp", {}), g.scores("Alpha Corp", {}))
+    (tmp_path / "graph.npz").write_bytes(b"torn")
+    assert CorpusGraph.load(tmp_path) is None
+
+
+def _documents(corpus: dict[str, tuple[str, str]]) -> list[Document]:
+    return [Document(id=d, title=t, text=x) for d, (t, x) in corpus.items()]
+
+
+def test_ingest_builds_and_updates_the_graph_and_an_old_index_builds_it(tmp_path):
+    first = {k: CORPUS[k] for k in ("alpha", "c", "lonely")}
+    index = Index.create(tmp_path / "ix", embedder="hash:64")
+    index.ingest(_documents(first))
+    assert (tmp_path / "ix" / "graph" / "graph.json").exists()
+    assert set(index.graph.doc_ids) == set(first)
+    index = Index.create(tmp_path / "ix", embedder="hash:64")
+    index.ingest(_documents({k: CORPUS[k] for k in ("beta", "d")}))
+    reopened = Index.open(tmp_path / "ix")
+    assert set(reopened.graph.doc_ids) == {"alpha", "beta", "c", "d", "lonely"}
+    assert _linked(reopened.graph, "alpha", "beta") and _linked(reopened.graph, "c", "d")
+    # An index saved before the graph existed: it is built on first use and saved.
+    shutil.rmtree(tmp_path / "ix" / "graph")
+    old = Index.open(tmp_path / "ix")
+    evidence = question_evidence(old, "Who founded Alpha Corp?", ["alpha", "beta", "lonely"])
+    assert evidence.ppr["alpha"] > evidence.ppr["beta"] > evidence.ppr["lonely"] == 0
+    assert (tmp_path / "ix" / "graph" / "graph.npz").exists()
+
+
+def test_ppr_column_is_the_share_of_the_best_seen():
+    docs = [SeenDoc("a", "A", ranks=[(0, 1)]), SeenDoc("b", "B", ranks=[(0, 3)])]
+    assert hop_seeds(docs) == {"a": 1.0}
+    evidence = QuestionEvidence(bm25={}, bm25_rank={}, dense={}, ppr={"a": 0.4, "b": 0.1})
+    rows = selection_features("q", docs, [Search("q", 0)], evidence)
+    assert rows[:, SELECTION_COLUMNS.index("ppr")].tolist() == [1.0, 0.25]
