@@ -1,0 +1,302 @@
+"""Which learner and which feature groups the selector needs: an ablation on the dev benchmarks.
+
+Training data (cached in ``OUT``): the agent's runs on the training side (:mod:`sleuth.tasks.split`)
+of the HotpotQA, MuSiQue and 2Wiki samples plus the offline generator's tasks, all on the pooled
+corpus (``_datasets.py``), collected as ``sleuth train ranker`` does: pass 1 without a ranker, pass 2
+with the pass-1 linear model. Evaluation: the default agent (shipped ranker) runs once on each
+dev question (held-out side of the three samples on the pooled corpus; the dev split of the Enron
+and patent questions on their own corpora, never test), and every variant reorders the documents
+that run saw (the same trajectories for all, so deltas are paired and show the selection head
+alone). Variants: linear and gbdt selection heads, each on all feature groups and with each
+group (``FEATURE_GROUPS``) removed. ``--end-to-end`` also runs the whole agent with the gbdt and
+linear models. ``--ship`` writes the better learner's model (see docs/RESULTS.md for the rule).
+
+    nice -n 10 python benchmarks/ranker_ablation.py --out /tmp/sleuth-ablation --limit 60
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pickle
+import sys
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from rich.console import Console
+
+from sleuth.eval.aggregate import bootstrap_interval, paired_bootstrap_difference
+from sleuth.harness.loop import Harness
+from sleuth.policies.heuristic import trail
+from sleuth.policies.spec import PolicyOptions, build_policy
+from sleuth.policies.transcript import observations
+from sleuth.ranking.features import FEATURE_GROUPS, SEARCH_COLUMNS, SELECTION_COLUMNS
+from sleuth.ranking.model import LEARNERS, RankerModel, fit_head, load_ranker
+from sleuth.ranking.selector import Selector, document_title, seen_features
+from sleuth.tasks import Task
+from sleuth.tasks.split import split_tasks
+from sleuth.tools.toolbox import Toolbox
+from sleuth.train.ranker import RankerTrainConfig, collect_examples, fit_selection
+from sleuth.train.recipes.data import open_index, synthetic_tasks
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _datasets import DATASETS, HANDWRITTEN, POOLED, load_corpus  # noqa: E402
+
+SHIPPED = Path(__file__).resolve().parents[1] / "src" / "sleuth" / "data" / "ranker" / "ranker.json"
+RESULTS = Path(__file__).resolve().parent / "results" / "ranker_ablation.json"
+METRICS = {"r2": "R@2", "r5": "R@5", "all5": "all gold@5"}
+console = Console(width=200)
+
+
+def cached(path: Path, make: Callable[[], Any]) -> Any:
+    """``make()``, pickled at ``path`` so a rerun reuses it (a benchmark cache in OUT only)."""
+    if path.exists():
+        return pickle.loads(path.read_bytes())
+    value = make()
+    path.write_bytes(pickle.dumps(value))
+    return value
+
+
+def run_agent(toolbox: Toolbox, model: RankerModel, task: Task, prune: bool = True) -> dict:
+    """One agent run: its final list and the trajectory's selection features (all columns)."""
+    agent = {} if prune else {"prune_below": 0.0}
+    built = build_policy("heuristic", PolicyOptions(agent=agent, ranker=model))
+    tools, factory = built.for_tools(toolbox)
+    policy = factory(0)
+    with tempfile.TemporaryDirectory() as tmp:
+        run = Harness(tools, policy).run(task.query, Path(tmp) / "run.jsonl")
+    docs, searches = trail(
+        observations(policy.requests[-1]), lambda d: document_title(toolbox.index, d)
+    )
+    final = [d.doc_id for d in run.answer.documents] if run.answer else []
+    return {
+        "id": task.id,
+        "gold": sorted(task.gold_doc_ids),
+        "final": list(dict.fromkeys(final)),
+        "doc_ids": [d.doc_id for d in docs],
+        "x": seen_features(toolbox.index, task.query, docs, searches),
+        "trail": (task.query, docs, searches),
+    }
+
+
+def metrics(order: list[str], gold: list[str]) -> dict[str, float]:
+    hits = [len(set(order[:k]) & set(gold)) / len(gold) for k in (2, 5)]
+    return {"r2": hits[0], "r5": hits[1], "all5": float(hits[1] == 1.0)}
+
+
+def reorder(head: Any, item: dict) -> list[str]:
+    if not item["doc_ids"]:
+        return []
+    scores = head.score(item["x"], SELECTION_COLUMNS)
+    ids = item["doc_ids"]
+    return [ids[i] for i in sorted(range(len(ids)), key=lambda i: (-scores[i], ids[i]))]
+
+
+def dev_sets(args: argparse.Namespace) -> dict[str, tuple[Toolbox, list[Task]]]:
+    """Dev questions per row name with the tools over their corpus."""
+    sets: dict[str, tuple[Toolbox, list[Task]]] = {}
+    pooled = load_corpus(POOLED)
+    tools = Toolbox(
+        open_index(args.out / "index" / f"pooled-{args.embedder}", pooled.docs, args.embedder)
+    )
+    for name in DATASETS:
+        sets[f"pooled/{name}"] = (tools, split_tasks(pooled.tasks[name])[1][: args.limit])
+    for name in HANDWRITTEN:
+        corpus = load_corpus(name)
+        index = open_index(
+            args.out / "index" / f"{name}-{args.embedder}", corpus.docs, args.embedder
+        )
+        sets[name] = (Toolbox(index), corpus.tasks[name][: args.limit])
+    return sets
+
+
+def training_sources(args: argparse.Namespace, tools: Toolbox) -> list[tuple[Toolbox, list[Task]]]:
+    """Training-side questions of the three samples and the generator's tasks, on the pool."""
+    pooled = load_corpus(POOLED)
+    tasks = [t for n in DATASETS for t in split_tasks(pooled.tasks[n])[0][: args.train_limit]]
+    known = set(tools.index.documents)
+    synthetic = [t for t in synthetic_tasks() if set(t.gold_doc_ids) <= known][: args.synthetic]
+    return [(tools, tasks + synthetic)]
+
+
+def collect(args: argparse.Namespace, tools: Toolbox) -> dict[str, Any]:
+    """Pass-1 search examples and pass-2 selection examples (as ``train_ranker`` collects them)."""
+    sources = training_sources(args, tools)
+    ids = sorted(t.id for _, ts in sources for t in ts if t.gold_doc_ids)
+    started = time.perf_counter()
+    search, first = collect_examples(sources, None, "pass 1", None)
+    linear = RankerTrainConfig()
+    search_head = fit_head(*search.stacked(), SEARCH_COLUMNS)
+    base = RankerModel(search=search_head, selection=fit_selection(first, linear))
+    _, second = collect_examples(sources, base, "pass 2", None)
+    took = time.perf_counter() - started
+    return {"search": search_head, "selection": second, "ids": ids, "seconds": took}
+
+
+def variants(data: dict[str, Any]) -> dict[str, Any]:
+    """Selection heads: each learner on all columns and without each feature group."""
+    heads: dict[str, Any] = {}
+    for learner in LEARNERS:
+        config = RankerTrainConfig(learner=learner)
+        for drop in (None, *FEATURE_GROUPS):
+            columns = [
+                c for c in SELECTION_COLUMNS if drop is None or c not in FEATURE_GROUPS[drop]
+            ]
+            started = time.perf_counter()
+            heads[f"{learner}" + (f" −{drop}" if drop else "")] = fit_selection(
+                data["selection"], config, columns
+            )
+            console.print(f"  fitted {learner} −{drop}: {time.perf_counter() - started:.1f} s")
+    return heads
+
+
+def summarise(per_q: dict[str, list[dict[str, float]]], ref: dict[str, str]) -> list[dict]:
+    """Means with 95% intervals and the paired delta against each variant's reference."""
+    rows = []
+    for name, values in per_q.items():
+        row: dict[str, Any] = {"variant": name, "n": len(values), "ref": ref.get(name)}
+        for key in METRICS:
+            mine = [v[key] for v in values]
+            row[key] = float(np.mean(mine)) if mine else None
+            row[f"{key}_ci"] = list(bootstrap_interval(mine)) if mine else None
+            if ref.get(name) in per_q and mine:
+                other = [v[key] for v in per_q[ref[name]]]
+                diff, (low, high) = paired_bootstrap_difference(mine, other)
+                row[f"{key}_delta"] = [diff, low, high]
+        rows.append(row)
+    return rows
+
+
+def reference(name: str) -> str | None:
+    """Full models are compared with the shipped one, ablations with their learner's full model."""
+    if name == "shipped":
+        return None
+    return "shipped" if " " not in name else name.split(" ")[0]
+
+
+def latency(items: list[dict], heads: dict[str, Any], tools: Toolbox, calls: int) -> dict:
+    """Per selector call at (up to) 50 seen documents: features + evidence + head, interleaved."""
+    search_head = load_ranker(SHIPPED).search
+    selectors = {
+        name: Selector(tools.index, RankerModel(search=search_head, selection=heads[name]))
+        for name in ("linear", "gbdt")
+    }
+    big = sorted(items, key=lambda it: -len(it["doc_ids"]))[:calls]
+    times: dict[str, list[float]] = {name: [] for name in selectors}
+    sizes = []
+    for it in big:
+        question, docs, searches = it["trail"]
+        docs = docs[:50]
+        sizes.append(len(docs))
+        for name, selector in selectors.items():
+            started = time.perf_counter()
+            selector.rank(question, docs, searches)
+            times[name].append(1000 * (time.perf_counter() - started))
+    out = {"calls": len(big), "mean_docs": float(np.mean(sizes)) if sizes else 0.0}
+    for name, ms in times.items():
+        out[name] = {"p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95))}
+    return out
+
+
+def end_to_end(sets: dict, models: dict[str, RankerModel], items: dict) -> dict[str, Any]:
+    """The whole agent with each model (its selector also picks the hops), paired with shipped."""
+    found: dict[str, Any] = {}
+    for row, (tools, tasks) in sets.items():
+        shipped = [metrics(it["final"], it["gold"]) for it in items[row]]
+        for name, model in models.items():
+            mine = [
+                metrics(run_agent(tools, model, t)["final"], sorted(t.gold_doc_ids)) for t in tasks
+            ]
+            found[f"{row} {name}"] = summarise({name: mine, "shipped": shipped}, {name: "shipped"})[
+                0
+            ]
+    return found
+
+
+def fmt(row: dict, key: str) -> str:
+    value, ci, delta = row.get(key), row.get(f"{key}_ci"), row.get(f"{key}_delta")
+    text = "–" if value is None else f"{100 * value:.1f} [{100 * ci[0]:.0f}, {100 * ci[1]:.0f}]"
+    if delta:
+        text += f" Δ{100 * delta[0]:+.1f} [{100 * delta[1]:+.1f}, {100 * delta[2]:+.1f}]"
+    return text
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--out", type=Path, default=Path("/tmp/sleuth-ablation"))
+    parser.add_argument("--embedder", default="minilm")
+    parser.add_argument("--limit", type=int, default=60, help="dev questions per row")
+    parser.add_argument("--train-limit", type=int, default=None, help="training questions each")
+    parser.add_argument("--synthetic", type=int, default=60, help="generated training tasks")
+    parser.add_argument("--latency-calls", type=int, default=40)
+    parser.add_argument("--end-to-end", action="store_true", help="also run the agent per model")
+    parser.add_argument("--ship", choices=LEARNERS, default=None, help="write this learner's model")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    sets = dev_sets(args)
+    pool_tools = sets["pooled/MuSiQue"][0]
+    shipped = load_ranker(SHIPPED)
+    items = {
+        row: cached(
+            args.out / f"dev-{row.replace('/', '-')}-{args.limit}.pkl",
+            lambda tools=tools, tasks=tasks: [run_agent(tools, shipped, t) for t in tasks],
+        )
+        for row, (tools, tasks) in sets.items()
+    }
+    console.print("dev trajectories ready: " + ", ".join(f"{r} {len(v)}" for r, v in items.items()))
+    data = cached(
+        args.out / f"train-{args.train_limit}-{args.synthetic}.pkl",
+        lambda: collect(args, pool_tools),
+    )
+    console.print(f"training: {len(data['ids'])} tasks, {data['seconds']:.0f} s to collect")
+    heads = {"shipped": shipped.selection, **variants(data)}
+    table, report = [], {}
+    for row, row_items in items.items():
+        per_q = {
+            n: [metrics(reorder(h, it), it["gold"]) for it in row_items] for n, h in heads.items()
+        }
+        report[row] = summarise(per_q, {n: r for n in heads if (r := reference(n))})
+        table += [(row, r) for r in report[row]]
+    for row, r in table:
+        console.print(
+            f"{row:16s} {r['variant']:18s} n={r['n']:3d}  "
+            + "  ".join(f"{METRICS[k]} {fmt(r, k)}" for k in METRICS)
+        )
+    timing = latency(items["pooled/MuSiQue"], heads, pool_tools, args.latency_calls)
+    console.print(f"selector call latency: {timing}")
+    models = {
+        learner: RankerModel(
+            search=data["search"],
+            selection=heads[learner],
+            trained_on={"config": {"learner": learner}, "tasks": len(data["ids"])},
+            question_ids=data["ids"],
+        )
+        for learner in LEARNERS
+    }
+    e2e = end_to_end(sets, models, items) if args.end_to_end else {}
+    for name, r in e2e.items():
+        console.print(
+            f"end to end {name:24s} " + "  ".join(f"{METRICS[k]} {fmt(r, k)}" for k in METRICS)
+        )
+    if args.ship:
+        models[args.ship].save(SHIPPED)
+        console.print(f"wrote {SHIPPED} ({args.ship})")
+    command = "python " + " ".join(sys.argv)
+    result = {
+        "command": command,
+        "train_tasks": len(data["ids"]),
+        "rows": report,
+        "latency": timing,
+        "end_to_end": e2e,
+    }
+    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    RESULTS.write_text(json.dumps(result, indent=1), encoding="utf-8")
+    console.print(f"JSON: {RESULTS}")
+
+
+if __name__ == "__main__":
+    main()
