@@ -44,7 +44,7 @@ from sleuth.train.ranker import RankerTrainConfig, collect_examples, fit_selecti
 from sleuth.train.recipes.data import open_index, synthetic_tasks
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _datasets import DATASETS, HANDWRITTEN, POOLED, load_corpus  # noqa: E402
+from _datasets import DATASETS, HANDWRITTEN, load_corpus  # noqa: E402
 
 SHIPPED = Path(__file__).resolve().parents[1] / "src" / "sleuth" / "data" / "ranker" / "ranker.json"
 RESULTS = Path(__file__).resolve().parent / "results" / "ranker_ablation.json"
@@ -96,36 +96,45 @@ def reorder(head: Any, item: dict) -> list[str]:
     return [ids[i] for i in sorted(range(len(ids)), key=lambda i: (-scores[i], ids[i]))]
 
 
-def dev_sets(args: argparse.Namespace) -> dict[str, tuple[Toolbox, list[Task]]]:
-    """Dev questions per row name with the tools over their corpus."""
-    sets: dict[str, tuple[Toolbox, list[Task]]] = {}
-    pooled = load_corpus(POOLED)
-    tools = Toolbox(
-        open_index(args.out / "index" / f"pooled-{args.embedder}", pooled.docs, args.embedder)
-    )
-    for name in DATASETS:
-        sets[f"pooled/{name}"] = (tools, split_tasks(pooled.tasks[name])[1][: args.limit])
-    for name in HANDWRITTEN:
+def corpus_tools(args: argparse.Namespace, name: str) -> tuple[Toolbox, dict[str, list[Task]]]:
+    """Tools over a corpus (``pooled``, a QA sample or a hand-written set) and its questions."""
+    if name not in args.opened:
         corpus = load_corpus(name)
-        index = open_index(
-            args.out / "index" / f"{name}-{args.embedder}", corpus.docs, args.embedder
-        )
-        sets[name] = (Toolbox(index), corpus.tasks[name][: args.limit])
+        path = args.out / "index" / f"{name}-{args.embedder}"
+        args.opened[name] = (Toolbox(open_index(path, corpus.docs, args.embedder)), corpus.tasks)
+    return args.opened[name]
+
+
+def dev_sets(args: argparse.Namespace) -> dict[str, tuple[Toolbox, list[Task]]]:
+    """Dev questions per ``--rows`` name: ``pooled/X`` or ``X`` (a QA sample's own corpus): the
+    held-out side; ``enron``/``patents``: the dev split (test is never read)."""
+    sets: dict[str, tuple[Toolbox, list[Task]]] = {}
+    for row in args.rows:
+        corpus, _, dataset = row.rpartition("/")
+        tools, tasks = corpus_tools(args, corpus or dataset)
+        wanted = tasks[dataset] if dataset in HANDWRITTEN else split_tasks(tasks[dataset])[1]
+        sets[row] = (tools, wanted[: args.limit])
     return sets
 
 
-def training_sources(args: argparse.Namespace, tools: Toolbox) -> list[tuple[Toolbox, list[Task]]]:
-    """Training-side questions of the three samples and the generator's tasks, on the pool."""
-    pooled = load_corpus(POOLED)
-    tasks = [t for n in DATASETS for t in split_tasks(pooled.tasks[n])[0][: args.train_limit]]
-    known = set(tools.index.documents)
-    synthetic = [t for t in synthetic_tasks() if set(t.gold_doc_ids) <= known][: args.synthetic]
-    return [(tools, tasks + synthetic)]
+def training_sources(args: argparse.Namespace) -> list[tuple[Toolbox, list[Task]]]:
+    """Training-side questions of the QA samples in ``--rows`` on their corpora, and the
+    generator's tasks where their documents are in one (they were made over 2Wiki's)."""
+    sources = []
+    for row in args.rows:
+        corpus, _, dataset = row.rpartition("/")
+        if dataset in DATASETS:
+            tools, tasks = corpus_tools(args, corpus or dataset)
+            known = set(tools.index.documents)
+            made = [t for t in synthetic_tasks() if set(t.gold_doc_ids) <= known]
+            train = split_tasks(tasks[dataset])[0][: args.train_limit]
+            sources.append((tools, train + made[: args.synthetic]))
+    return sources
 
 
-def collect(args: argparse.Namespace, tools: Toolbox) -> dict[str, Any]:
+def collect(args: argparse.Namespace) -> dict[str, Any]:
     """Pass-1 search examples and pass-2 selection examples (as ``train_ranker`` collects them)."""
-    sources = training_sources(args, tools)
+    sources = training_sources(args)
     ids = sorted(t.id for _, ts in sources for t in ts if t.gold_doc_ids)
     started = time.perf_counter()
     search, first = collect_examples(sources, None, "pass 1", None)
@@ -225,7 +234,11 @@ def fmt(row: dict, key: str) -> str:
     return text
 
 
-def main() -> None:
+def line(name: str, r: dict) -> str:
+    return f"{name:36s} n={r['n']:3d}  " + "  ".join(f"{METRICS[k]} {fmt(r, k)}" for k in METRICS)
+
+
+def parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, default=Path("/tmp/sleuth-ablation"))
     parser.add_argument("--embedder", default="minilm")
@@ -235,38 +248,43 @@ def main() -> None:
     parser.add_argument("--latency-calls", type=int, default=40)
     parser.add_argument("--end-to-end", action="store_true", help="also run the agent per model")
     parser.add_argument("--ship", choices=LEARNERS, default=None, help="write this learner's model")
+    parser.add_argument("--prepare", choices=("dev", "train"), help="only build that cache")
+    parser.add_argument(
+        "--rows", default=",".join([*(f"pooled/{n}" for n in DATASETS), *HANDWRITTEN])
+    )
     args = parser.parse_args()
+    args.rows, args.opened = args.rows.split(","), {}
+    return args
+
+
+def main() -> None:
+    args = parse()
     args.out.mkdir(parents=True, exist_ok=True)
-    sets = dev_sets(args)
-    pool_tools = sets["pooled/MuSiQue"][0]
-    shipped = load_ranker(SHIPPED)
-    items = {
-        row: cached(
-            args.out / f"dev-{row.replace('/', '-')}-{args.limit}.pkl",
-            lambda tools=tools, tasks=tasks: [run_agent(tools, shipped, t) for t in tasks],
-        )
-        for row, (tools, tasks) in sets.items()
-    }
-    console.print("dev trajectories ready: " + ", ".join(f"{r} {len(v)}" for r, v in items.items()))
+    sets, shipped = dev_sets(args), load_ranker(SHIPPED)
+    items = {}
+    for row, (tools, tasks) in sets.items():
+        if args.prepare != "train":
+            make = lambda tools=tools, tasks=tasks: [run_agent(tools, shipped, t) for t in tasks]  # noqa: E731
+            items[row] = cached(args.out / f"dev-{row.replace('/', '-')}-{args.limit}.pkl", make)
+    if args.prepare == "dev":
+        return
     data = cached(
-        args.out / f"train-{args.train_limit}-{args.synthetic}.pkl",
-        lambda: collect(args, pool_tools),
+        args.out / f"train-{args.train_limit}-{args.synthetic}-{len(args.rows)}.pkl",
+        lambda: collect(args),
     )
     console.print(f"training: {len(data['ids'])} tasks, {data['seconds']:.0f} s to collect")
+    if args.prepare == "train":
+        return
     heads = {"shipped": shipped.selection, **variants(data)}
-    table, report = [], {}
+    report = {}
     for row, row_items in items.items():
         per_q = {
             n: [metrics(reorder(h, it), it["gold"]) for it in row_items] for n, h in heads.items()
         }
         report[row] = summarise(per_q, {n: r for n in heads if (r := reference(n))})
-        table += [(row, r) for r in report[row]]
-    for row, r in table:
-        console.print(
-            f"{row:16s} {r['variant']:18s} n={r['n']:3d}  "
-            + "  ".join(f"{METRICS[k]} {fmt(r, k)}" for k in METRICS)
-        )
-    timing = latency(items["pooled/MuSiQue"], heads, pool_tools, args.latency_calls)
+        for r in report[row]:
+            console.print(line(f"{row} {r['variant']}", r))
+    timing = latency(items[args.rows[0]], heads, sets[args.rows[0]][0], args.latency_calls)
     console.print(f"selector call latency: {timing}")
     models = {
         learner: RankerModel(
@@ -279,21 +297,12 @@ def main() -> None:
     }
     e2e = end_to_end(sets, models, items) if args.end_to_end else {}
     for name, r in e2e.items():
-        console.print(
-            f"end to end {name:24s} " + "  ".join(f"{METRICS[k]} {fmt(r, k)}" for k in METRICS)
-        )
+        console.print(line(f"end to end {name}", r))
     if args.ship:
         models[args.ship].save(SHIPPED)
         console.print(f"wrote {SHIPPED} ({args.ship})")
-    command = "python " + " ".join(sys.argv)
-    result = {
-        "command": command,
-        "train_tasks": len(data["ids"]),
-        "rows": report,
-        "latency": timing,
-        "end_to_end": e2e,
-    }
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
+    result = {"command": "python " + " ".join(sys.argv), "train_tasks": len(data["ids"])}
+    result |= {"rows": report, "latency": timing, "end_to_end": e2e}
     RESULTS.write_text(json.dumps(result, indent=1), encoding="utf-8")
     console.print(f"JSON: {RESULTS}")
 

@@ -33,6 +33,7 @@ class Search(Protocol):
     query: str
     hop: int
 
+
 CHAIN_COLUMNS = ("chain_depth", "parent_rel", "chain_cover", "child_rel", "led_searches")
 _NAME_WORDS = 5  # a bridge query's name is at most this many leading words
 

@@ -35,8 +35,8 @@ from sleuth.policies.spec import PolicyOptions, build_policy
 from sleuth.policies.transcript import observations
 from sleuth.ranking.features import SEARCH_COLUMNS, SELECTION_COLUMNS, search_features
 from sleuth.ranking.model import LEARNERS, LinearHead, RankerModel, fit_head
-from sleuth.ranking.trees import TreeHead, fit_trees
 from sleuth.ranking.selector import document_title, seen_features
+from sleuth.ranking.trees import TreeHead, fit_trees
 from sleuth.tasks.schema import Task
 from sleuth.tools.toolbox import Toolbox
 
