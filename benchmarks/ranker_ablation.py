@@ -1,17 +1,15 @@
 """Which learner and which feature groups the selector needs: an ablation on the dev benchmarks.
 
-Training data (cached in ``OUT``): the agent's runs on the training side (:mod:`sleuth.tasks.split`)
-of the HotpotQA, MuSiQue and 2Wiki samples plus the offline generator's tasks, all on the pooled
-corpus (``_datasets.py``), collected as ``sleuth train ranker`` does: pass 1 without a ranker, pass 2
-with the pass-1 linear model. Evaluation: the default agent (shipped ranker) runs once on each
-dev question (held-out side of the three samples on the pooled corpus; the dev split of the Enron
-and patent questions on their own corpora, never test), and every variant reorders the documents
-that run saw (the same trajectories for all, so deltas are paired and show the selection head
-alone). Variants: linear and gbdt selection heads, each on all feature groups and with each
-group (``FEATURE_GROUPS``) removed. ``--end-to-end`` also runs the whole agent with the gbdt and
-linear models. ``--ship`` writes the better learner's model (see docs/RESULTS.md for the rule).
+Training data (cached in OUT): the agent's runs on the training side (:mod:`sleuth.tasks.split`) of
+the QA samples named in ``--rows`` (``pooled/X``: on the pooled corpus; ``X``: on the sample's own),
+plus generated tasks whose documents the corpus holds, collected as ``sleuth train ranker`` does.
+The default agent (shipped ranker) runs once per dev question (held-out side; Enron/patents: the dev
+split, never test) and every variant reorders the documents that run saw: paired deltas of the
+selection head alone. Variants: linear and gbdt heads on all feature groups and without each group
+(``FEATURE_GROUPS``). ``--end-to-end gbdt`` also runs the whole agent with that model (its selector
+then picks the hops too), paired with the shipped agent; ``--ship L`` writes learner L's model.
 
-    nice -n 10 python benchmarks/ranker_ablation.py --out /tmp/sleuth-ablation --limit 60
+    nice -n 10 python benchmarks/ranker_ablation.py --rows MuSiQue,HotpotQA,enron,patents --limit 40
 """
 
 from __future__ import annotations
@@ -61,10 +59,9 @@ def cached(path: Path, make: Callable[[], Any]) -> Any:
     return value
 
 
-def run_agent(toolbox: Toolbox, model: RankerModel, task: Task, prune: bool = True) -> dict:
+def run_agent(toolbox: Toolbox, model: RankerModel, task: Task) -> dict:
     """One agent run: its final list and the trajectory's selection features (all columns)."""
-    agent = {} if prune else {"prune_below": 0.0}
-    built = build_policy("heuristic", PolicyOptions(agent=agent, ranker=model))
+    built = build_policy("heuristic", PolicyOptions(ranker=model))
     tools, factory = built.for_tools(toolbox)
     policy = factory(0)
     with tempfile.TemporaryDirectory() as tmp:
@@ -89,8 +86,6 @@ def metrics(order: list[str], gold: list[str]) -> dict[str, float]:
 
 
 def reorder(head: Any, item: dict) -> list[str]:
-    if not item["doc_ids"]:
-        return []
     scores = head.score(item["x"], SELECTION_COLUMNS)
     ids = item["doc_ids"]
     return [ids[i] for i in sorted(range(len(ids)), key=lambda i: (-scores[i], ids[i]))]
@@ -152,14 +147,10 @@ def variants(data: dict[str, Any]) -> dict[str, Any]:
     for learner in LEARNERS:
         config = RankerTrainConfig(learner=learner)
         for drop in (None, *FEATURE_GROUPS):
-            columns = [
-                c for c in SELECTION_COLUMNS if drop is None or c not in FEATURE_GROUPS[drop]
-            ]
-            started = time.perf_counter()
-            heads[f"{learner}" + (f" −{drop}" if drop else "")] = fit_selection(
-                data["selection"], config, columns
-            )
-            console.print(f"  fitted {learner} −{drop}: {time.perf_counter() - started:.1f} s")
+            gone = FEATURE_GROUPS.get(drop or "", ())
+            columns = [c for c in SELECTION_COLUMNS if c not in gone]
+            name = learner + (f" −{drop}" if drop else "")
+            heads[name] = fit_selection(data["selection"], config, columns)
     return heads
 
 
@@ -170,9 +161,8 @@ def summarise(per_q: dict[str, list[dict[str, float]]], ref: dict[str, str]) -> 
         row: dict[str, Any] = {"variant": name, "n": len(values), "ref": ref.get(name)}
         for key in METRICS:
             mine = [v[key] for v in values]
-            row[key] = float(np.mean(mine)) if mine else None
-            row[f"{key}_ci"] = list(bootstrap_interval(mine)) if mine else None
-            if ref.get(name) in per_q and mine:
+            row[key], row[f"{key}_ci"] = float(np.mean(mine)), list(bootstrap_interval(mine))
+            if ref.get(name) in per_q:
                 other = [v[key] for v in per_q[ref[name]]]
                 diff, (low, high) = paired_bootstrap_difference(mine, other)
                 row[f"{key}_delta"] = [diff, low, high]
@@ -182,9 +172,7 @@ def summarise(per_q: dict[str, list[dict[str, float]]], ref: dict[str, str]) -> 
 
 def reference(name: str) -> str | None:
     """Full models are compared with the shipped one, ablations with their learner's full model."""
-    if name == "shipped":
-        return None
-    return "shipped" if " " not in name else name.split(" ")[0]
+    return None if name == "shipped" else name.split(" ")[0] if " " in name else "shipped"
 
 
 def latency(items: list[dict], heads: dict[str, Any], tools: Toolbox, calls: int) -> dict:
@@ -195,16 +183,19 @@ def latency(items: list[dict], heads: dict[str, Any], tools: Toolbox, calls: int
         for name in ("linear", "gbdt")
     }
     big = sorted(items, key=lambda it: -len(it["doc_ids"]))[:calls]
-    times: dict[str, list[float]] = {name: [] for name in selectors}
-    sizes = []
+    times: dict[str, list[float]] = {f"{n}{part}": [] for n in selectors for part in ("", " head")}
     for it in big:
         question, docs, searches = it["trail"]
         docs = docs[:50]
-        sizes.append(len(docs))
+        x = seen_features(tools.index, question, docs, searches)
         for name, selector in selectors.items():
             started = time.perf_counter()
-            selector.rank(question, docs, searches)
+            selector.rank(question, docs, searches)  # evidence + features + head
             times[name].append(1000 * (time.perf_counter() - started))
+            started = time.perf_counter()
+            selector.model.score_selection(x)  # the head alone
+            times[f"{name} head"].append(1000 * (time.perf_counter() - started))
+    sizes = [min(len(it["doc_ids"]), 50) for it in big]
     out = {"calls": len(big), "mean_docs": float(np.mean(sizes)) if sizes else 0.0}
     for name, ms in times.items():
         out[name] = {"p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95))}
@@ -217,12 +208,9 @@ def end_to_end(sets: dict, models: dict[str, RankerModel], items: dict) -> dict[
     for row, (tools, tasks) in sets.items():
         shipped = [metrics(it["final"], it["gold"]) for it in items[row]]
         for name, model in models.items():
-            mine = [
-                metrics(run_agent(tools, model, t)["final"], sorted(t.gold_doc_ids)) for t in tasks
-            ]
-            found[f"{row} {name}"] = summarise({name: mine, "shipped": shipped}, {name: "shipped"})[
-                0
-            ]
+            runs = [run_agent(tools, model, t)["final"] for t in tasks]
+            pair = {name: [metrics(f, it["gold"]) for f, it in zip(runs, items[row], strict=True)]}
+            found[f"{row} {name}"] = summarise(pair | {"shipped": shipped}, {name: "shipped"})[0]
     return found
 
 
@@ -246,8 +234,9 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--train-limit", type=int, default=None, help="training questions each")
     parser.add_argument("--synthetic", type=int, default=60, help="generated training tasks")
     parser.add_argument("--latency-calls", type=int, default=40)
-    parser.add_argument("--end-to-end", action="store_true", help="also run the agent per model")
+    parser.add_argument("--end-to-end", default="", help="learners whose whole agent also runs")
     parser.add_argument("--ship", choices=LEARNERS, default=None, help="write this learner's model")
+    parser.add_argument("--json", type=Path, default=RESULTS)
     parser.add_argument("--prepare", choices=("dev", "train"), help="only build that cache")
     parser.add_argument(
         "--rows", default=",".join([*(f"pooled/{n}" for n in DATASETS), *HANDWRITTEN])
@@ -269,7 +258,7 @@ def main() -> None:
     if args.prepare == "dev":
         return
     data = cached(
-        args.out / f"train-{args.train_limit}-{args.synthetic}-{len(args.rows)}.pkl",
+        args.out / f"train-{args.train_limit}-{args.synthetic}.pkl",  # one training set per OUT
         lambda: collect(args),
     )
     console.print(f"training: {len(data['ids'])} tasks, {data['seconds']:.0f} s to collect")
@@ -286,16 +275,16 @@ def main() -> None:
             console.print(line(f"{row} {r['variant']}", r))
     timing = latency(items[args.rows[0]], heads, sets[args.rows[0]][0], args.latency_calls)
     console.print(f"selector call latency: {timing}")
+    about = {"tasks": len(data["ids"]), "command": "benchmarks/ranker_ablation.py"}
     models = {
-        learner: RankerModel(
-            search=data["search"],
-            selection=heads[learner],
-            trained_on={"config": {"learner": learner}, "tasks": len(data["ids"])},
-            question_ids=data["ids"],
-        )
-        for learner in LEARNERS
+        n: RankerModel(search=data["search"], selection=heads[n], question_ids=data["ids"])
+        for n in LEARNERS
     }
-    e2e = end_to_end(sets, models, items) if args.end_to_end else {}
+    models = {
+        n: m.model_copy(update={"trained_on": about | {"learner": n}}) for n, m in models.items()
+    }
+    chosen = {n: m for n, m in models.items() if n in args.end_to_end.split(",")}
+    e2e = end_to_end(sets, chosen, items)
     for name, r in e2e.items():
         console.print(line(f"end to end {name}", r))
     if args.ship:
@@ -303,8 +292,8 @@ def main() -> None:
         console.print(f"wrote {SHIPPED} ({args.ship})")
     result = {"command": "python " + " ".join(sys.argv), "train_tasks": len(data["ids"])}
     result |= {"rows": report, "latency": timing, "end_to_end": e2e}
-    RESULTS.write_text(json.dumps(result, indent=1), encoding="utf-8")
-    console.print(f"JSON: {RESULTS}")
+    args.json.write_text(json.dumps(result, indent=1), encoding="utf-8")
+    console.print(f"JSON: {args.json}")
 
 
 if __name__ == "__main__":
