@@ -34,7 +34,7 @@ from sleuth.policies.spec import PolicyOptions, build_policy
 from sleuth.policies.transcript import observations
 from sleuth.ranking.features import FEATURE_GROUPS, SEARCH_COLUMNS, SELECTION_COLUMNS
 from sleuth.ranking.model import LEARNERS, RankerModel, fit_head, load_ranker
-from sleuth.ranking.selector import Selector, document_title, seen_features
+from sleuth.ranking.selector import document_title, seen_features
 from sleuth.tasks import Task
 from sleuth.tasks.split import split_tasks
 from sleuth.tools.toolbox import Toolbox
@@ -43,6 +43,7 @@ from sleuth.train.recipes.data import open_index, synthetic_tasks
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _datasets import DATASETS, HANDWRITTEN, load_corpus  # noqa: E402
+from ranker_latency import selector_latency  # noqa: E402
 
 SHIPPED = Path(__file__).resolve().parents[1] / "src" / "sleuth" / "data" / "ranker" / "ranker.json"
 RESULTS = Path(__file__).resolve().parent / "results" / "ranker_ablation.json"
@@ -175,33 +176,6 @@ def reference(name: str) -> str | None:
     return None if name == "shipped" else name.split(" ")[0] if " " in name else "shipped"
 
 
-def latency(items: list[dict], heads: dict[str, Any], tools: Toolbox, calls: int) -> dict:
-    """Per selector call at (up to) 50 seen documents: features + evidence + head, interleaved."""
-    search_head = load_ranker(SHIPPED).search
-    selectors = {
-        name: Selector(tools.index, RankerModel(search=search_head, selection=heads[name]))
-        for name in ("linear", "gbdt")
-    }
-    big = sorted(items, key=lambda it: -len(it["doc_ids"]))[:calls]
-    times: dict[str, list[float]] = {f"{n}{part}": [] for n in selectors for part in ("", " head")}
-    for it in big:
-        question, docs, searches = it["trail"]
-        docs = docs[:50]
-        x = seen_features(tools.index, question, docs, searches)
-        for name, selector in selectors.items():
-            started = time.perf_counter()
-            selector.rank(question, docs, searches)  # evidence + features + head
-            times[name].append(1000 * (time.perf_counter() - started))
-            started = time.perf_counter()
-            selector.model.score_selection(x)  # the head alone
-            times[f"{name} head"].append(1000 * (time.perf_counter() - started))
-    sizes = [min(len(it["doc_ids"]), 50) for it in big]
-    out = {"calls": len(big), "mean_docs": float(np.mean(sizes)) if sizes else 0.0}
-    for name, ms in times.items():
-        out[name] = {"p50_ms": float(np.percentile(ms, 50)), "p95_ms": float(np.percentile(ms, 95))}
-    return out
-
-
 def end_to_end(sets: dict, models: dict[str, RankerModel], items: dict) -> dict[str, Any]:
     """The whole agent with each model (its selector also picks the hops), paired with shipped."""
     found: dict[str, Any] = {}
@@ -273,7 +247,9 @@ def main() -> None:
         report[row] = summarise(per_q, {n: r for n in heads if (r := reference(n))})
         for r in report[row]:
             console.print(line(f"{row} {r['variant']}", r))
-    timing = latency(items[args.rows[0]], heads, sets[args.rows[0]][0], args.latency_calls)
+    row0 = args.rows[0]
+    search_head = shipped.search
+    timing = selector_latency(items[row0], search_head, heads, sets[row0][0], args.latency_calls)
     console.print(f"selector call latency: {timing}")
     about = {"tasks": len(data["ids"]), "command": "benchmarks/ranker_ablation.py"}
     models = {

@@ -16,7 +16,7 @@ from typing import Protocol
 
 import numpy as np
 
-from sleuth.ranking.text import overlap, stems
+from sleuth.ranking.text import stems
 
 
 class SeenDoc(Protocol):
@@ -43,15 +43,16 @@ def search_parents(docs: Sequence[SeenDoc], searches: Sequence[Search]) -> list[
     first = [min((searches[s].hop for s, _ in d.ranks), default=0) for d in docs]
     parents: list[int | None] = []
     for s in searches:
-        earlier = [j for j in range(len(docs)) if first[j] < s.hop]
         words = s.query.split()[:_NAME_WORDS]
+        holders = [j for j in range(len(docs)) if first[j] < s.hop] if s.hop else []
         found = None
-        for k in range(len(words), 0, -1) if s.hop and earlier else ():
+        for k in range(1, len(words) + 1):  # a longer prefix is held only by holders of a shorter
             prefix = " ".join(words[:k])
-            holders = [j for j in earlier if prefix in docs[j].text or prefix in docs[j].title]
-            if holders:  # the best-ranked holder when several share the name
-                found = min(holders, key=lambda j: (first[j], -_best_rr(docs[j])))
+            holders = [j for j in holders if prefix in docs[j].text or prefix in docs[j].title]
+            if not holders:
                 break
+            # the best-ranked holder when several share the name
+            found = min(holders, key=lambda j: (first[j], -_best_rr(docs[j])))
         parents.append(found)
     return parents
 
@@ -83,20 +84,21 @@ def chain_features(
         for s, _ in e.ranks:
             shown_by[s].add(j)
     wanted = stems(question)
+    covered = [wanted & stems(f"{d.title}\n{d.text}") for d in docs]
     rows = []
     for i, d in enumerate(docs):
         mine = {p for s, _ in d.ranks if (p := parents[s]) is not None and p != i}
         led = [s for s, p in enumerate(parents) if p == i]
         found_by_led = set().union(*(shown_by[s] for s in led)) - {i}
-        texts, node = [f"{d.title}\n{d.text}"], origin[i]
+        chain, node = set(covered[i]), origin[i]
         while node is not None:  # origins are found at strictly earlier hops: no cycle
-            texts.append(f"{docs[node].title}\n{docs[node].text}")
+            chain |= covered[node]
             node = origin[node]
         rows.append(
             [
                 depth[i] / 3.0,
                 max((relevance[p] for p in mine), default=0.0),
-                overlap(wanted, "\n".join(texts)) if wanted else 0.0,
+                len(chain) / len(wanted) if wanted else 0.0,
                 max((relevance[j] for j in found_by_led), default=0.0),
                 math.log1p(len(led)),
             ]
