@@ -83,8 +83,8 @@ def train_ranker_cmd(
         int, typer.Option(help="Agent passes that refit selection with the search head.")
     ] = 1,
     learner: Annotated[
-        str, typer.Option(help="Selection head: linear (logistic) | gbdt (LambdaRank trees).")
-    ] = "linear",
+        str, typer.Option(help="Selection head: gbdt (LambdaRank trees) | linear (logistic).")
+    ] = "gbdt",
     as_json: JsonOpt = False,
 ) -> None:
     """Fit the learned ranker (search rerank + document selection) on the agent's trajectories."""

@@ -51,8 +51,9 @@ class RankerTrainConfig:
     """Inverse L2 strength ``C`` of the logistic regressions."""
     refit_passes: int = 1
     """Extra agent passes that refit the selection head with the search head in use."""
-    learner: str = "linear"
-    """The selection head: ``linear`` (logistic regression) or ``gbdt`` (LambdaRank trees)."""
+    learner: str = "gbdt"
+    """The selection head: ``gbdt`` (LambdaRank trees; higher R@2 in ``ranker_ablation.py``) or
+    ``linear`` (logistic regression)."""
 
     def __post_init__(self) -> None:
         if self.learner not in LEARNERS:
