@@ -104,9 +104,9 @@ def test_linear_head_scores_standardised_features_and_round_trips(tmp_path):
     selection = search.model_copy(
         update={
             "columns": list(SELECTION_COLUMNS),
-            "mean": [0.0] * 15,
-            "scale": [1.0] * 15,
-            "weights": [0.5] * 15,
+            "mean": [0.0] * len(SELECTION_COLUMNS),
+            "scale": [1.0] * len(SELECTION_COLUMNS),
+            "weights": [0.5] * len(SELECTION_COLUMNS),
         }
     )
     model = RankerModel(search=search, selection=selection, question_ids=["q1"])

@@ -84,6 +84,9 @@ def train_ranker_cmd(
     refit_passes: Annotated[
         int, typer.Option(help="Agent passes that refit selection with the search head.")
     ] = 1,
+    learner: Annotated[
+        str, typer.Option(help="Selection head: linear (logistic) | gbdt (LambdaRank trees).")
+    ] = "linear",
     as_json: JsonOpt = False,
 ) -> None:
     """Fit the learned ranker (search rerank + document selection) on the agent's trajectories."""
@@ -92,7 +95,9 @@ def train_ranker_cmd(
     from sleuth.tools.toolbox import Toolbox
     from sleuth.train.ranker import RankerTrainConfig, train_ranker
 
-    config = RankerTrainConfig(regularization=regularization, refit_passes=refit_passes)
+    config = RankerTrainConfig(
+        regularization=regularization, refit_passes=refit_passes, learner=learner
+    )
     loaded = [task for path in tasks for task in load_tasks(path)]
     if len({t.id for t in loaded}) != len(loaded):
         raise InputError("task ids must be unique across --tasks files")

@@ -1,6 +1,7 @@
-"""Learned selection: features of candidate documents and the linear ranker that weighs them."""
+"""Learned selection: features of candidate documents and the ranker (linear or trees) that weighs them."""
 
 from sleuth.ranking.features import (
+    FEATURE_GROUPS,
     SEARCH_COLUMNS,
     SELECTION_COLUMNS,
     Candidate,
@@ -11,8 +12,10 @@ from sleuth.ranking.features import (
     selection_features,
 )
 from sleuth.ranking.model import LinearHead, RankerModel, fit_head, load_ranker
+from sleuth.ranking.trees import TreeHead, fit_trees
 
 __all__ = [
+    "FEATURE_GROUPS",
     "SEARCH_COLUMNS",
     "SELECTION_COLUMNS",
     "Candidate",
@@ -21,7 +24,9 @@ __all__ = [
     "RankerModel",
     "Search",
     "SeenDoc",
+    "TreeHead",
     "fit_head",
+    "fit_trees",
     "load_ranker",
     "search_features",
     "selection_features",

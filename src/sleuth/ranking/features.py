@@ -10,8 +10,9 @@ Two feature sets, one per decision:
   document that answers part of the question (a bridge), or it names one; and its personalised
   PageRank in the corpus graph seeded by the question's names and the searches' best documents.
 
-Both are plain ``float`` rows in a fixed column order (``*_COLUMNS``) so a linear model's
-weights can be stored as JSON next to their names.
+Both are plain ``float`` rows in a fixed column order (``*_COLUMNS``); a head stores the names
+of the columns it reads and picks them by name (:func:`pick_columns`). ``FEATURE_GROUPS`` sorts
+the selection columns by kind; the chain group lives in :mod:`.chain`.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from sleuth.ranking.chain import CHAIN_COLUMNS, chain_features
 from sleuth.ranking.text import bare_title, mentions, overlap, stems
 
 SEARCH_COLUMNS = (
@@ -53,15 +55,34 @@ SELECTION_COLUMNS = (
     "entity_search_rr",
     "first_hop",
     *GRAPH_COLUMNS,
+    *CHAIN_COLUMNS,
 )
-# Selection columns by kind of evidence: what an ablation removes in turn.
+# Selection columns by kind of evidence: what ``benchmarks/ranker_ablation.py`` removes in turn.
 FEATURE_GROUPS: dict[str, tuple[str, ...]] = {
     "retrieval": ("bm25_rel", "bm25_rr", "dense_cos", "dense_gap"),
     "text": ("question_cover", "title_named", "title_cover"),
     "searches": ("question_search_rr", "best_rr", "searches", "entity_search_rr", "first_hop"),
     "links": ("link_in", "link_chain", "link_out"),
     "graph": GRAPH_COLUMNS,
+    "chain": CHAIN_COLUMNS,
 }
+
+
+def pick_columns(
+    features: np.ndarray, wanted: Sequence[str], have: Sequence[str] | None
+) -> np.ndarray:
+    """The ``wanted`` columns of a table whose columns are ``have`` (None: already ``wanted``).
+
+    A head names the columns it was trained on, so one trained before a column existed reads
+    today's table unchanged.
+    """
+    if have is None:
+        if features.shape[1] != len(wanted):
+            raise ValueError(f"expected {len(wanted)} feature columns, got {features.shape[1]}")
+        return features
+    if list(have) == list(wanted):
+        return features
+    return features[:, [list(have).index(c) for c in wanted]]
 
 
 @dataclass
@@ -196,4 +217,8 @@ def selection_features(
                 evidence.ppr.get(d.doc_id, 0.0) / top_ppr,
             ]
         )
-    return np.asarray(rows, dtype=np.float32).reshape(len(rows), len(SELECTION_COLUMNS))
+    base = np.asarray(rows, dtype=np.float32).reshape(
+        len(rows), len(SELECTION_COLUMNS) - len(CHAIN_COLUMNS)
+    )
+    chain = chain_features(question, docs, searches, relevance)
+    return np.hstack([base, chain]).reshape(len(rows), len(SELECTION_COLUMNS))

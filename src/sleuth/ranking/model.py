@@ -1,9 +1,11 @@
-"""The learned ranker: two logistic-regression heads over hand-built features, stored as JSON.
+"""The learned ranker: two heads over hand-built features, stored as JSON.
 
-Why linear: it trains in seconds on a laptop, scores 50 candidates in microseconds, ships as a
-few hundred bytes of readable weights next to their feature names, and on the shared samples
-it lost little to gradient-boosted trees (see ``benchmarks/ranker_ablation.py``). The features
-carry the non-linear knowledge (ranks as reciprocals, link signals), the model only weighs them.
+Each head is linear (logistic regression: trains in seconds, scores in microseconds, ships as a
+few hundred bytes of readable weights) or gradient-boosted trees (:mod:`.trees`: LambdaRank
+trees, stored as LightGBM's model text). Either names the feature columns it reads and picks
+them by name from the full feature table, so a model trained before a feature existed still
+loads and scores; a model that needs a column this version does not compute is refused.
+``benchmarks/ranker_ablation.py`` compares the two learners and each feature group.
 
 ``search`` reranks one ``search_corpus`` call's candidates; ``selection`` orders the documents
 a trajectory has seen, for pruning and for the final list. The file also records what the
@@ -17,52 +19,78 @@ import json
 from collections.abc import Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import numpy as np
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Discriminator, Field, Tag
 
 from sleuth.errors import InputError
 from sleuth.io import atomic_write_text
-from sleuth.ranking.features import SEARCH_COLUMNS, SELECTION_COLUMNS
+from sleuth.ranking.features import SEARCH_COLUMNS, SELECTION_COLUMNS, pick_columns
+from sleuth.ranking.trees import TreeHead
 
-RANKER_SCHEMA_VERSION = 1
+# 2: heads carry a ``kind`` (linear | trees); version-1 files (linear heads only) still load.
+RANKER_SCHEMA_VERSION = 2
 SHIPPED = "data/ranker/ranker.json"
+LEARNERS = ("linear", "gbdt")
 
 
 class LinearHead(BaseModel):
     """``score(x) = w · (x − mean) / scale + b``: the log-odds that a candidate is gold."""
 
+    kind: Literal["linear"] = "linear"
     columns: list[str]
     mean: list[float]
     scale: list[float]
     weights: list[float]
     bias: float
 
-    def score(self, features: np.ndarray) -> np.ndarray:
-        if features.shape[1] != len(self.columns):
-            raise ValueError(
-                f"expected {len(self.columns)} feature columns, got {features.shape[1]}"
-            )
-        x = (features - np.asarray(self.mean)) / np.asarray(self.scale)
+    def score(self, features: np.ndarray, columns: Sequence[str] | None = None) -> np.ndarray:
+        """Log-odds per row; ``columns`` names the table's columns (None: already the head's)."""
+        x = (pick_columns(features, self.columns, columns) - np.asarray(self.mean)) / np.asarray(
+            self.scale
+        )
         return x @ np.asarray(self.weights) + self.bias
+
+
+def _head_kind(value: Any) -> str:
+    """A head's ``kind``; version-1 heads have none and are linear."""
+    if isinstance(value, dict):
+        return str(value.get("kind", "linear"))
+    return str(getattr(value, "kind", "linear"))
+
+
+Head = Annotated[
+    Annotated[LinearHead, Tag("linear")] | Annotated[TreeHead, Tag("trees")],
+    Discriminator(_head_kind),
+]
 
 
 class RankerModel(BaseModel):
     """Both heads plus their provenance; the JSON written by ``sleuth train ranker``."""
 
     schema_version: int = RANKER_SCHEMA_VERSION
-    search: LinearHead
-    selection: LinearHead
+    search: Head
+    selection: Head
     trained_on: dict[str, Any] = Field(default_factory=dict)  # settings, sources, counts
     question_ids: list[str] = Field(default_factory=list)  # every question the heads saw
 
+    def score_search(self, features: np.ndarray) -> np.ndarray:
+        """The search head over a :func:`search_features` table."""
+        return self.search.score(features, SEARCH_COLUMNS)
+
+    def score_selection(self, features: np.ndarray) -> np.ndarray:
+        """The selection head over a :func:`selection_features` table."""
+        return self.selection.score(features, SELECTION_COLUMNS)
+
     def check_columns(self) -> None:
+        """Refuse a head that reads a column this version does not compute."""
         for head, columns in ((self.search, SEARCH_COLUMNS), (self.selection, SELECTION_COLUMNS)):
-            if tuple(head.columns) != columns:
+            missing = [c for c in head.columns if c not in columns]
+            if missing:
                 raise InputError(
-                    f"ranker features {head.columns} do not match this version's {list(columns)}; "
-                    "retrain it with `sleuth train ranker`"
+                    f"ranker features {missing} are not computed by this version "
+                    f"(it has {list(columns)}); retrain it with `sleuth train ranker`"
                 )
 
     def save(self, path: str | Path) -> None:

@@ -57,7 +57,7 @@ class Selector:
         """``(doc_id, probability)`` best first; equal scores are ordered by document id."""
         if not docs:
             return []
-        logits = self.model.selection.score(seen_features(self.index, question, docs, searches))
+        logits = self.model.score_selection(seen_features(self.index, question, docs, searches))
         probs = 1.0 / (1.0 + np.exp(-logits))
         order = sorted(range(len(docs)), key=lambda i: (-probs[i], docs[i].doc_id))
         return [(docs[i].doc_id, float(probs[i])) for i in order]

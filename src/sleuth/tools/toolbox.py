@@ -187,7 +187,7 @@ class Toolbox:
         cands = self.candidates(query, exclude, where)
         if not cands:
             return []
-        scores = self.ranker.search.score(search_features(query, cands, self.config.rrf_k))
+        scores = self.ranker.score_search(search_features(query, cands, self.config.rrf_k))
         order = sorted(range(len(cands)), key=lambda i: (-scores[i], i))
         return [_hit(self.index.chunk(cands[i].chunk_id), float(scores[i])) for i in order]
 

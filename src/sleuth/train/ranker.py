@@ -11,6 +11,9 @@ training tasks, so the selector learns from the situations it will meet:
    still without pruning) and refit the selection head on what that run saw, since the search
    head changes which documents a run meets and at which ranks.
 
+The selection head is linear (logistic regression) or gradient-boosted trees (``learner="gbdt"``:
+LambdaRank, one group per question, :mod:`sleuth.ranking.trees`); the search head is linear.
+
 Only the tasks passed in are used, and their ids are stored in the model, so an evaluation can
 check that it never scores a question the ranker trained on.
 """
@@ -31,8 +34,9 @@ from sleuth.policies.heuristic import trail
 from sleuth.policies.spec import PolicyOptions, build_policy
 from sleuth.policies.transcript import observations
 from sleuth.ranking.features import SEARCH_COLUMNS, SELECTION_COLUMNS, search_features
-from sleuth.ranking.model import RankerModel, fit_head
+from sleuth.ranking.model import LEARNERS, LinearHead, RankerModel, fit_head
 from sleuth.ranking.selector import document_title, seen_features
+from sleuth.ranking.trees import TreeHead, fit_trees
 from sleuth.tasks.schema import Task
 from sleuth.tools.toolbox import Toolbox
 
@@ -47,8 +51,13 @@ class RankerTrainConfig:
     """Inverse L2 strength ``C`` of the logistic regressions."""
     refit_passes: int = 1
     """Extra agent passes that refit the selection head with the search head in use."""
+    learner: str = "linear"
+    """The selection head: ``linear`` (logistic regression; the shipped ranker's) or ``gbdt``
+    (LambdaRank trees: higher R@2 in ``ranker_ablation.py``, not yet trained on 2Wiki)."""
 
     def __post_init__(self) -> None:
+        if self.learner not in LEARNERS:
+            raise InputError(f"learner {self.learner!r} is not one of {', '.join(LEARNERS)}")
         if not self.regularization > 0:
             raise InputError(f"regularization ({self.regularization}) must be positive")
         if self.refit_passes < 0:
@@ -56,7 +65,9 @@ class RankerTrainConfig:
 
 
 @dataclass
-class _Examples:
+class Examples:
+    """Feature rows and gold labels, one block per group (a search call, or a question)."""
+
     features: list[np.ndarray]
     labels: list[np.ndarray]
 
@@ -67,6 +78,22 @@ class _Examples:
 
     def stacked(self) -> tuple[np.ndarray, np.ndarray]:
         return np.concatenate(self.features), np.concatenate(self.labels)
+
+    def groups(self) -> list[int]:
+        return [len(y) for y in self.labels]
+
+
+def fit_selection(
+    examples: Examples,
+    config: RankerTrainConfig,
+    columns: Sequence[str] = SELECTION_COLUMNS,
+) -> LinearHead | TreeHead:
+    """The selection head on ``columns`` (picked by name) of the examples, by ``config.learner``."""
+    x, y = examples.stacked()
+    x = x[:, [SELECTION_COLUMNS.index(c) for c in columns]]
+    if config.learner == "gbdt":
+        return fit_trees(x, y, examples.groups(), columns)
+    return fit_head(x, y, columns, config.regularization)
 
 
 Source = tuple[Toolbox, Sequence[Task]]
@@ -86,15 +113,14 @@ def train_ranker(
         raise InputError("no training task has gold documents")
     if len({t.id for t in tasks}) != len(tasks):
         raise InputError("training task ids must be unique")
-    search, selection = _collect_all(sources, None, "pass 1", progress)
+    search, selection = collect_examples(sources, None, "pass 1", progress)
     model = RankerModel(
         search=fit_head(*search.stacked(), SEARCH_COLUMNS, config.regularization),
-        selection=fit_head(*selection.stacked(), SELECTION_COLUMNS, config.regularization),
+        selection=fit_selection(selection, config),
     )
     for n in range(config.refit_passes):
-        _, selection = _collect_all(sources, model, f"pass {n + 2}", progress)
-        refit = fit_head(*selection.stacked(), SELECTION_COLUMNS, config.regularization)
-        model = model.model_copy(update={"selection": refit})
+        _, selection = collect_examples(sources, model, f"pass {n + 2}", progress)
+        model = model.model_copy(update={"selection": fit_selection(selection, config)})
     counts = {"tasks": len(tasks), "search_examples": int(sum(len(y) for y in search.labels))}
     counts["selection_examples"] = int(sum(len(y) for y in selection.labels))
     return model.model_copy(
@@ -105,11 +131,13 @@ def train_ranker(
     )
 
 
-def _collect_all(
+def collect_examples(
     sources: Sequence[Source], model: RankerModel | None, label: str, progress: Progress | None
-) -> tuple[_Examples, _Examples]:
-    """Examples from every source; the agent reranks its searches when ``model`` is given."""
-    search, selection = _Examples([], []), _Examples([], [])
+) -> tuple[Examples, Examples]:
+    """Search and selection examples from every source's tasks (skipping tasks without gold);
+    the agent reranks its searches when ``model`` is given."""
+    sources = [(tb, [t for t in tasks if t.gold_doc_ids]) for tb, tasks in sources]
+    search, selection = Examples([], []), Examples([], [])
     total, done = sum(len(ts) for _, ts in sources), 0
     for toolbox, tasks in sources:
         tools = toolbox.with_ranker(None)
@@ -125,8 +153,8 @@ def _collect(
     toolbox: Toolbox,
     task: Task,
     model: RankerModel | None,
-    search: _Examples,
-    selection: _Examples,
+    search: Examples,
+    selection: Examples,
 ) -> None:
     """Run the agent on one task and add what it searched and saw, labelled by gold."""
     gold = set(task.gold_doc_ids)

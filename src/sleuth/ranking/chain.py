@@ -1,0 +1,110 @@
+"""Chain features: which seen document led to which, for 3–4-hop questions.
+
+The agent's bridge searches start with a name taken from one of the best documents so far
+(:meth:`HeuristicAgent._bridge_queries`), so the transcript alone says which document led to a
+search: the document, found at an earlier hop, whose text holds the longest leading words of
+the query. From that parent relation each seen document gets its place in a chain: how deep
+the chain that first reached it is, how relevant its parents are, how much of the question its
+chain covers together, and what the searches it led to found.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import Protocol
+
+import numpy as np
+
+from sleuth.ranking.text import stems
+
+
+class SeenDoc(Protocol):
+    """What this module reads of :class:`sleuth.ranking.features.SeenDoc` (which imports it)."""
+
+    title: str
+    text: str
+    ranks: list[tuple[int, int]]
+
+
+class Search(Protocol):
+    """What this module reads of :class:`sleuth.ranking.features.Search`."""
+
+    query: str
+    hop: int
+
+
+CHAIN_COLUMNS = ("chain_depth", "parent_rel", "chain_cover", "child_rel", "led_searches")
+_NAME_WORDS = 5  # a bridge query's name is at most this many leading words
+
+
+def search_parents(docs: Sequence[SeenDoc], searches: Sequence[Search]) -> list[int | None]:
+    """Per search, the index in ``docs`` of the document that led to it (None for hop 0)."""
+    first = [min((searches[s].hop for s, _ in d.ranks), default=0) for d in docs]
+    parents: list[int | None] = []
+    for s in searches:
+        words = s.query.split()[:_NAME_WORDS]
+        holders = [j for j in range(len(docs)) if first[j] < s.hop] if s.hop else []
+        found = None
+        for k in range(1, len(words) + 1):  # a longer prefix is held only by holders of a shorter
+            prefix = " ".join(words[:k])
+            holders = [j for j in holders if prefix in docs[j].text or prefix in docs[j].title]
+            if not holders:
+                break
+            # the best-ranked holder when several share the name
+            found = min(holders, key=lambda j: (first[j], -_best_rr(docs[j])))
+        parents.append(found)
+    return parents
+
+
+def _best_rr(doc: SeenDoc) -> float:
+    return max((1.0 / r for _, r in doc.ranks), default=0.0)
+
+
+def chain_features(
+    question: str,
+    docs: Sequence[SeenDoc],
+    searches: Sequence[Search],
+    relevance: Sequence[float],
+) -> np.ndarray:
+    """A ``[len(docs), len(CHAIN_COLUMNS)]`` matrix; ``relevance[i]``: how much of the question
+    document i answers by itself (the selection features' link weight)."""
+    parents = search_parents(docs, searches)
+    # The search that first showed each document (lowest hop, then earliest) and its parent.
+    origin: list[int | None] = []
+    for d in docs:
+        shown = sorted((searches[s].hop, s) for s, _ in d.ranks)
+        origin.append(parents[shown[0][1]] if shown else None)
+    depth = [0] * len(docs)
+    for i in sorted(range(len(docs)), key=lambda i: _first_hop(docs[i], searches)):
+        o = origin[i]  # found at an earlier hop, so its depth is known
+        depth[i] = 0 if o is None else min(depth[o] + 1, 3)
+    shown_by: list[set[int]] = [set() for _ in searches]
+    for j, e in enumerate(docs):
+        for s, _ in e.ranks:
+            shown_by[s].add(j)
+    wanted = stems(question)
+    covered = [wanted & stems(f"{d.title}\n{d.text}") for d in docs]
+    rows = []
+    for i, d in enumerate(docs):
+        mine = {p for s, _ in d.ranks if (p := parents[s]) is not None and p != i}
+        led = [s for s, p in enumerate(parents) if p == i]
+        found_by_led = set().union(*(shown_by[s] for s in led)) - {i}
+        chain, node = set(covered[i]), origin[i]
+        while node is not None:  # origins are found at strictly earlier hops: no cycle
+            chain |= covered[node]
+            node = origin[node]
+        rows.append(
+            [
+                depth[i] / 3.0,
+                max((relevance[p] for p in mine), default=0.0),
+                len(chain) / len(wanted) if wanted else 0.0,
+                max((relevance[j] for j in found_by_led), default=0.0),
+                math.log1p(len(led)),
+            ]
+        )
+    return np.asarray(rows, dtype=np.float32).reshape(len(rows), len(CHAIN_COLUMNS))
+
+
+def _first_hop(doc: SeenDoc, searches: Sequence[Search]) -> int:
+    return min((searches[s].hop for s, _ in doc.ranks), default=0)
