@@ -53,7 +53,7 @@ from sleuth.train.adapt import AdaptConfig
 from sleuth.train.recipes.data import open_index
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _adapt import ADAPTED, adapt_rows, built_policy  # noqa: E402
+from _adapt import ADAPTED, adapt_rows, built_policy, versus_shipped  # noqa: E402
 from _datasets import DATASETS, HANDWRITTEN, POOLS, Corpus, load_corpus  # noqa: E402
 from _report import (  # noqa: E402
     INTERVAL_KEYS,
@@ -212,7 +212,8 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.docs is not None and args.docs < 0:
         raise InputError(f"--docs ({args.docs}) must not be negative")
     if args.adapt is not None:
-        AdaptConfig(tasks=args.adapt)  # checks it
+        if args.adapt < AdaptConfig.tasks_needed:
+            raise InputError(f"--adapt ({args.adapt}) must be at least {AdaptConfig.tasks_needed}")
         args.policies = [p for p in args.policies if p != ADAPTED] + [ADAPTED]
     if args.concurrency < 1:
         raise InputError(f"--concurrency ({args.concurrency}) must be at least 1")
@@ -243,7 +244,7 @@ def dataset_rows(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     console.print(f"{name}: {len(corpus.docs)} documents, {len(index)} chunks ({took:.0f} s)")
     if args.adapt is not None:
         adapt_rows(name, index, args.adapt, args.out, console)
-    return evaluate(
+    rows = evaluate(
         corpus,
         index,
         args.policies,
@@ -252,6 +253,9 @@ def dataset_rows(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
         limit=args.questions,
         concurrency=args.concurrency,
     )
+    if args.adapt is not None:
+        versus_shipped(rows, args.out / f"{name}{suffix}", console)
+    return rows
 
 
 def run(args: argparse.Namespace) -> None:

@@ -25,7 +25,7 @@ import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pydantic import BaseModel, Field
 
@@ -66,9 +66,14 @@ class AdaptConfig:
     force: bool = False
     """Store the adapted ranker even when it does worse than the shipped one on held-out tasks."""
 
+    tasks_needed: ClassVar[int] = 4
+    """Fewest tasks that leave both sides of the split non-empty, as a rule."""
+
     def __post_init__(self) -> None:
-        if self.tasks < 4:
-            raise InputError(f"--tasks ({self.tasks}) must be at least 4 (half are held out)")
+        if self.tasks < self.tasks_needed:
+            raise InputError(
+                f"--tasks ({self.tasks}) must be at least {self.tasks_needed} (half are held out)"
+            )
 
 
 class PolicyScore(BaseModel):
@@ -121,7 +126,7 @@ def adapt_index(
         tasks, shortfall = _tasks(index, tasks_file, config)
         train, heldout = split_tasks(tasks)
         if not train or not heldout:
-            raise InputError(f"the corpus gave {len(tasks)} tasks; adaptation needs at least 4")
+            raise InputError(f"the {len(tasks)} generated tasks all fell on one side of the split")
         toolbox = Toolbox(index)
         model = _candidate(toolbox, train, work / f"ranker-{key}.json", progress)
         records = _heldout_records(toolbox, heldout, model, work / f"heldout-{key}.jsonl", progress)
@@ -173,9 +178,10 @@ def _tasks(index: Index, path: Path, config: AdaptConfig) -> tuple[list[Task], s
 
     docs = index_documents(index)
     tasks, quality = generate_offline(docs, config.tasks, seed=config.seed, source=index.path.name)
-    if len(tasks) < 4:
+    if len(tasks) < AdaptConfig.tasks_needed:
         raise InputError(
-            f"adaptation needs at least 4 generated tasks: {quality.shortfall or 'made none'}"
+            f"adaptation needs at least {AdaptConfig.tasks_needed} generated tasks: "
+            f"{quality.shortfall or 'made none'}"
         )
     save_tasks(path, tasks)
     return tasks, quality.shortfall
