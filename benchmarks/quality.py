@@ -20,6 +20,11 @@ runs what is missing. The full ``pooled`` corpus is 12,913 documents (~13.4k Min
 
     python benchmarks/quality.py --policies single-pass,heuristic --out /tmp/sleuth-quality
     python benchmarks/quality.py --datasets enron,patents --policies single-pass,heuristic
+    python benchmarks/quality.py --datasets enron,patents --adapt 300  # + heuristic-adapted rows
+
+``--adapt N`` first runs ``sleuth adapt`` on each dataset's index (N tasks generated over its
+corpus, never its hand-written questions) and adds a ``heuristic-adapted`` row; the
+``heuristic`` row then still uses the shipped ranker.
 """
 
 from __future__ import annotations
@@ -41,12 +46,14 @@ from sleuth.eval.aggregate import bootstrap_interval, mean_defined, paired_boots
 from sleuth.index import Index
 from sleuth.policies import parse_policy_spec
 from sleuth.policies.baselines import POLICY_NAMES
-from sleuth.policies.spec import SCRIPTED
+from sleuth.policies.spec import SCRIPTED, BuiltPolicy
 from sleuth.tasks import Task
 from sleuth.tools.toolbox import Toolbox
+from sleuth.train.adapt import AdaptConfig
 from sleuth.train.recipes.data import open_index
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _adapt import ADAPTED, adapt_rows, built_policy, versus_shipped  # noqa: E402
 from _datasets import DATASETS, HANDWRITTEN, POOLS, Corpus, load_corpus  # noqa: E402
 from _report import (  # noqa: E402
     INTERVAL_KEYS,
@@ -90,7 +97,7 @@ def held_out(tasks: Sequence[Task], train_ids: set[str], limit: int | None) -> l
 
 
 def policy_records(
-    tasks: Sequence[Task], policy: str, toolbox: Toolbox, out: Path, concurrency: int
+    tasks: Sequence[Task], policy: BuiltPolicy, toolbox: Toolbox, out: Path, concurrency: int
 ) -> list[dict[str, Any]]:
     """Run (or resume) ``policy`` on ``tasks``; their records in task order."""
     run_eval(tasks, policy, toolbox, out, EvalConfig(concurrency=concurrency, progress=False))
@@ -153,7 +160,8 @@ def evaluate(
     per_question: PerQuestion = {}
     for policy in policies:
         t0 = time.perf_counter()
-        records = policy_records(everything, policy, toolbox, out / policy, concurrency)
+        built = built_policy(policy, index)
+        records = policy_records(everything, built, toolbox, out / policy, concurrency)
         console.print(f"  {corpus.name} {policy}: {time.perf_counter() - t0:.0f} s")
         by_id = {r["task_id"]: r for r in records}
         for ds, tasks in asked.items():
@@ -193,6 +201,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--embedder", default="minilm")
     parser.add_argument("--docs", type=int, default=None, help="index gold + N others (a check)")
+    parser.add_argument("--adapt", type=int, default=None, help="sleuth adapt --tasks N first")
     args = parser.parse_args(argv)
     args.datasets = _names(args.datasets, NAMES, "dataset")
     args.policies = _names(args.policies, list(SCRIPTED), "policy")
@@ -202,6 +211,10 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         raise InputError(f"--questions ({args.questions}) must be at least 1")
     if args.docs is not None and args.docs < 0:
         raise InputError(f"--docs ({args.docs}) must not be negative")
+    if args.adapt is not None:
+        if args.adapt < AdaptConfig.tasks_needed:
+            raise InputError(f"--adapt ({args.adapt}) must be at least {AdaptConfig.tasks_needed}")
+        args.policies = [p for p in args.policies if p != ADAPTED] + [ADAPTED]
     if args.concurrency < 1:
         raise InputError(f"--concurrency ({args.concurrency}) must be at least 1")
     args.train = read_train_ids(args.train_ids)
@@ -229,7 +242,9 @@ def dataset_rows(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     index = open_index(path, corpus.docs, args.embedder)
     took = time.perf_counter() - started
     console.print(f"{name}: {len(corpus.docs)} documents, {len(index)} chunks ({took:.0f} s)")
-    return evaluate(
+    if args.adapt is not None:
+        adapt_rows(name, index, args.adapt, args.out, console)
+    rows = evaluate(
         corpus,
         index,
         args.policies,
@@ -238,6 +253,9 @@ def dataset_rows(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
         limit=args.questions,
         concurrency=args.concurrency,
     )
+    if args.adapt is not None:
+        versus_shipped(rows, args.out / f"{name}{suffix}", console)
+    return rows
 
 
 def run(args: argparse.Namespace) -> None:

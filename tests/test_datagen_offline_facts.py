@@ -63,7 +63,10 @@ def assert_verified_and_unique(tasks: list, docs: list[Document]) -> None:
     texts = {d.id: d.text for d in docs}
     for task in tasks:
         extra = task.model_extra
-        assert extra["template"] in {"fact", "single", "bridge", "comparison"}
+        assert extra["template"] in {"fact", "relay", "single", "bridge", "comparison"}
+        if extra["template"] == "relay":
+            assert_relay(task, texts)
+            continue
         if extra["template"] != "fact":
             continue
         (gold,) = task.gold_doc_ids
@@ -78,6 +81,43 @@ def assert_verified_and_unique(tasks: list, docs: list[Document]) -> None:
         for doc_id in task.distractor_doc_ids:
             assert doc_id != gold
             assert not answer_in_text(task.answer, task.answer_aliases, texts[doc_id])
+
+
+def assert_fits_only(clue: str, gold: str, texts: dict[str, str]) -> None:
+    """``clue`` (its ``[X]`` open) fits ``gold`` where its filled sentence is, and nowhere else."""
+    for doc_id, text in texts.items():
+        assert clue_places(clue, text) == (clue_places(clue, texts[gold]) if doc_id == gold else 0)
+    assert clue_places(clue, texts[gold]) >= 1
+
+
+def assert_relay(task, texts: dict[str, str]) -> None:
+    """Two hops through a value only the two gold documents name: A's clue singles the value
+    out, B's clue with the value filled in singles the answer out; the answer is in B only."""
+    first, second = task.gold_doc_ids
+    clue_a, clue_b = task.model_extra["clues"]
+    quote_a = task.model_extra["gold_quotes"][first][0]
+    pieces = [re.escape(p) for p in clue_a.split("[Y]")]
+    value = re.fullmatch("(.+?)".join(pieces), quote_a).group(1)
+    assert sum(normalize(value) in normalize(t) for t in texts.values()) == 2
+    assert normalize(value) in normalize(texts[first]) and normalize(value) in normalize(
+        texts[second]
+    )
+    assert answer_in_text(task.answer, task.answer_aliases, texts[second])
+    assert not answer_in_text(task.answer, task.answer_aliases, texts[first])
+    assert not answer_in_text(task.answer, task.answer_aliases, task.query)
+    assert_fits_only(clue_a.replace("[Y]", "[X]"), first, texts)
+    assert_fits_only(clue_b.replace("[Y]", value), second, texts)
+    for doc_id in task.distractor_doc_ids:
+        assert doc_id not in task.gold_doc_ids
+        assert not answer_in_text(task.answer, task.answer_aliases, texts[doc_id])
+
+
+def test_templated_records_give_two_hop_relays_through_a_shared_name() -> None:
+    docs = templated(91, seed=3)
+    tasks, _ = generate_offline(docs, n=30, seed=0)
+    relays = [t for t in tasks if t.model_extra["template"] == "relay"]
+    assert len(relays) >= 5 and all(t.hops == 2 for t in relays)
+    assert_verified_and_unique(relays, docs)
 
 
 def test_91_short_templated_records_give_verified_tasks() -> None:

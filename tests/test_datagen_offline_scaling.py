@@ -77,10 +77,12 @@ def test_small_stub_corpus_yields_verified_tasks_and_says_why_not_more() -> None
     assert generate_offline(docs, n=len(tasks), seed=0)[1].shortfall is None
 
 
-def test_untitled_corpus_makes_fact_tasks_or_explains_why_it_makes_nothing() -> None:
+def test_untitled_corpus_makes_fact_and_relay_tasks_or_explains_why_it_makes_nothing() -> None:
     docs = [Document(id=d.id, text=d.text) for d in stub_corpus()]
     tasks, report = generate_offline(docs, n=5, seed=0)
-    assert tasks and {t.model_extra["template"] for t in tasks} == {"fact"}
+    assert tasks and {t.model_extra["template"] for t in tasks} <= {"fact", "relay"}
+    for task in tasks:
+        _assert_verified(task, {d.id: d.text for d in docs})
     tasks, report = generate_offline(docs, n=5, seed=0, config=OfflineConfig(facts=False))
     assert tasks == [] and "no document has a title" in report.shortfall
 

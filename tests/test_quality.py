@@ -14,7 +14,9 @@ import pytest
 from sleuth.corpus import Document
 from sleuth.errors import InputError
 from sleuth.io import read_jsonl
+from sleuth.ranking.model import load_ranker
 from sleuth.tasks import read_2wiki
+from sleuth.tools.toolbox import Toolbox
 
 from .conftest import PACKAGED_2WIKI
 
@@ -101,6 +103,7 @@ def test_index_of_other_documents_is_refused(tiny):
         (["--policies", "single-pass,oracle"], "unknown policy"),
         (["--questions", "0"], "--questions"),
         (["--train-ids", "{ids}"], "question_ids"),
+        (["--adapt", "2"], "--adapt"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line_and_write_nothing(args, message, tmp_path, capsys):
@@ -112,6 +115,21 @@ def test_bad_arguments_exit_2_with_one_line_and_write_nothing(args, message, tmp
     err = capsys.readouterr().err
     assert err.startswith("error: ") and message in err and err.count("\n") == 1
     assert not out.exists()
+
+
+def test_adapt_adds_the_adapted_row_and_keeps_heuristic_on_the_shipped_ranker(tiny):
+    args = quality.parse_args(["--adapt", "8", "--policies", "single-pass,heuristic"])
+    assert args.policies == ["single-pass", "heuristic", quality.ADAPTED]
+    _, _, index, path = tiny
+    shipped = load_ranker(None)
+    planted = shipped.model_copy(update={"question_ids": ["planted"]})
+    planted.save(path / "ranker.json")  # as `sleuth adapt` stores it
+    try:
+        for policy, wanted in (("heuristic", shipped), (quality.ADAPTED, planted)):
+            tools, _ = quality.built_policy(policy, index).for_tools(Toolbox(index))
+            assert tools.ranker == wanted, policy
+    finally:
+        (path / "ranker.json").unlink()
 
 
 def test_training_ids_file_is_read(tmp_path):

@@ -10,6 +10,8 @@ The command line and the MCP server call these same functions, so the three cann
   (:class:`RunResult`: ranked documents with justifications, the trajectory path, timings);
   :class:`Agent` builds the policy once for many queries.
 * :func:`evaluate`: a task set, resumable, with reports.
+* :func:`adapt` / ``Index.adapt``: fit the learned selector to the index's corpus and store it
+  there, so every later search of that index uses it.
 
 Each name is imported from its module on first use, so importing this package (or the MCP
 server, which uses :class:`Agent`) does not load the evaluation reports' plotting.
@@ -30,6 +32,7 @@ _WHERE = {
     "open_tools": "sleuth.api.agent",
     "search": "sleuth.api.agent",
     "Index": "sleuth.api.index",
+    "adapt": "sleuth.api.index",
     "Source": "sleuth.api.index",
     "load_documents": "sleuth.api.index",
     "sync_attached": "sleuth.api.index",
@@ -61,7 +64,7 @@ if TYPE_CHECKING:
         open_tools,
         search,
     )
-    from sleuth.api.index import Index, Source, load_documents, sync_attached
+    from sleuth.api.index import Index, Source, adapt, load_documents, sync_attached
     from sleuth.corpus.models import Document
     from sleuth.errors import InputError, SleuthError
     from sleuth.eval.runner import EvalConfig

@@ -14,7 +14,7 @@ import threading
 from collections.abc import Collection, Iterable, Mapping
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from sleuth.corpus.files import ReadOptions
 from sleuth.corpus.models import Document
@@ -28,6 +28,9 @@ from sleuth.index.store import Progress
 from sleuth.tools.rerank import Reranker, make_reranker
 from sleuth.tools.toolbox import Toolbox, ToolConfig
 from sleuth.tools.types import ToolResult
+
+if TYPE_CHECKING:
+    from sleuth.train.adapt import AdaptReport
 
 Source = Document | Mapping[str, Any] | str | os.PathLike[str]
 """One thing to ingest: a :class:`Document`, a record ``{"id", "text", "title"?, "metadata"?}``
@@ -190,6 +193,37 @@ class Index(StoreIndex):
             docs, batch_size=batch_size, progress=progress, delete_missing=delete_missing
         )
 
+    def adapt(
+        self,
+        tasks: int = 200,
+        *,
+        seed: int = 0,
+        force: bool = False,
+        progress: Progress | None = None,
+    ) -> AdaptReport:
+        """``sleuth adapt``: fit the learned selector to this corpus and store it in the index,
+        where every later search of it (``sleuth run``, ``Agent``, ``search``, the MCP server)
+        finds it; ``PolicyOptions(ranker="shipped")`` still forces the shipped one.
+
+        Args:
+            tasks: tasks to generate over the corpus; half train, half are held out.
+            seed: fixes the generated tasks.
+            force: store it even when held-out Recall@5 is below the shipped ranker's.
+            progress: called as ``progress(phase, done, total)``.
+
+        Returns:
+            the report (:class:`~sleuth.train.adapt.AdaptReport`): tasks made, held-out R@2,
+            R@5 and answer-found of single-pass, the shipped and the adapted ranker, and whether
+            the adapted one was stored. Resumable: call it again after an interruption.
+
+        Raises:
+            InputError: too few tasks from this corpus, or bad settings.
+            BusyError: another process is writing this index.
+        """
+        from sleuth.train.adapt import AdaptConfig, adapt_index
+
+        return adapt_index(self, AdaptConfig(tasks=tasks, seed=seed, force=force), progress)
+
     def tools(self, reranker: str | None = None, config: ToolConfig | None = None) -> Toolbox:
         """The retrieval tools over this index (built once per reranker and config).
 
@@ -286,3 +320,16 @@ def _limits(k: int | None, max_tokens: int | None, chunks: str, tokens: str) -> 
         return None
     budget = max_tokens if max_tokens is not None else _UNCAPPED
     return tool_config(None, **{chunks: k, tokens: budget})
+
+
+def adapt(
+    index: str | os.PathLike[str] | Index,
+    tasks: int = 200,
+    *,
+    seed: int = 0,
+    force: bool = False,
+    progress: Progress | None = None,
+) -> AdaptReport:
+    """:meth:`Index.adapt` on an index or an index folder."""
+    opened = index if isinstance(index, Index) else Index.open(Path(index))
+    return opened.adapt(tasks, seed=seed, force=force, progress=progress)

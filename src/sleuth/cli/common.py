@@ -147,7 +147,10 @@ DEFAULT_REPLY_TOKENS = 2048  # a search turn is calls + a short note; reasoning 
 
 RankerOpt = Annotated[
     Path | None,
-    typer.Option(help="Learned ranker JSON for the heuristic agent (default: the shipped one)."),
+    typer.Option(
+        help="Learned ranker JSON for the heuristic agent, or 'shipped' (default: the index's "
+        "own from `sleuth adapt`, else the shipped one)."
+    ),
 ]
 
 
@@ -164,11 +167,13 @@ def chosen_policy(
     """The policy the options name (``--policy SPEC``, or the ``--model``/``--base-url``
     shorthand), built by :func:`sleuth.policies.build_policy`."""
     from sleuth.policies.spec import PolicyOptions, build_policy, spec_from_options
+    from sleuth.ranking.adapted import SHIPPED
 
     spec = spec_from_options(policy, model, base_url, fmt)
-    if ranker is not None and not ranker.is_file():
+    if ranker is not None and str(ranker) != SHIPPED and not ranker.is_file():
         raise InputError(
-            "--ranker: no such file (write one with `sleuth train ranker`)", source=str(ranker)
+            "--ranker: no such file (write one with `sleuth train ranker`, or give 'shipped')",
+            source=str(ranker),
         )
     options = PolicyOptions(
         api_key=api_key, adapter=adapter, engine=engine, ranker=str(ranker) if ranker else None

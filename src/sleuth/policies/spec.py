@@ -94,8 +94,8 @@ class PolicyOptions:
     agent: Mapping[str, Any] = field(default_factory=dict)
     """Keyword arguments of the heuristic agent."""
     ranker: str | RankerModel | None = None
-    """The learned ranker of ``heuristic``: a ``sleuth train ranker`` file or a model in memory;
-    None: the shipped one."""
+    """The learned ranker of ``heuristic``: a ``sleuth train ranker`` file, a model in memory, or
+    ``shipped``; None: the searched index's adapted one (``sleuth adapt``), else the shipped one."""
     final_list: str | None = None
     """Who orders a ``local`` model's final list: ``model`` (its own reply) or ``selector`` (the
     learned selector over every document in view; :mod:`sleuth.policies.selecting`). None: the
@@ -255,20 +255,26 @@ def _heuristic(spec: PolicySpec, options: PolicyOptions) -> BuiltPolicy:
 
     if spec.kind != "heuristic":
         return BuiltPolicy(spec, factory)
-    from sleuth.ranking.model import RankerModel, load_ranker
+    from sleuth.ranking.adapted import index_ranker, resolve_ranker
+    from sleuth.ranking.model import RankerModel
     from sleuth.ranking.selector import Selector
     from sleuth.tools.toolbox import Toolbox
 
     ranker = options.ranker
-    model = ranker if isinstance(ranker, RankerModel) else load_ranker(ranker)
+    # A file or "shipped" loads now (a bad file fails before any run); None is the searched
+    # index's adapted ranker (`sleuth adapt`), else the shipped one, found when bound to tools.
+    fixed = ranker if isinstance(ranker, RankerModel) else resolve_ranker(ranker, None)
 
     def wrap(tools: Tools) -> Tools:
-        return tools.with_ranker(model) if isinstance(tools, Toolbox) else tools
+        if not isinstance(tools, Toolbox):
+            return tools
+        adapted = index_ranker(getattr(tools.index, "path", None)) if ranker is None else None
+        return tools.with_ranker(adapted or fixed)
 
     def bind(tools: Tools) -> PolicyFactory:
         if not isinstance(tools, Toolbox):
             return factory
-        selector = Selector(tools.index, model)
+        selector = Selector(tools.index, tools.ranker or fixed)
 
         def selecting(seed: int) -> Policy:
             agent = HeuristicAgent(selector=selector, **options.agent)
@@ -377,13 +383,15 @@ def _selected_final_list(
 
     def bind(tools: Tools) -> PolicyFactory:
         from sleuth.policies.selecting import SelectedFinalList
+        from sleuth.ranking.adapted import index_ranker
         from sleuth.ranking.model import load_ranker
         from sleuth.ranking.selector import Selector
         from sleuth.tools.toolbox import Toolbox
 
         if not isinstance(tools, Toolbox):
             return factory
-        selector = Selector(tools.index, tools.ranker or load_ranker(None))
+        ranker = tools.ranker or index_ranker(getattr(tools.index, "path", None))
+        selector = Selector(tools.index, ranker or load_ranker(None))
 
         def selecting(seed: int) -> Policy:
             return SelectedFinalList(factory(seed), selector, final_docs)

@@ -110,9 +110,9 @@ def draft_fact(
     """A one-hop fact task: ``quote`` with ``answer`` masked, or why it cannot be one."""
     flat = " ".join(quote.split())
     clue = re.sub(name_regex(answer), TARGET, flat, flags=re.IGNORECASE)
-    if TARGET not in clue or not _searchable(clue, corpus, config):
+    if TARGET not in clue or not searchable(clue, corpus, config):
         return "no_clue_sentence"
-    if not _unique(doc_id, flat, clue, corpus):
+    if not clue_fits_once(doc_id, flat, clue, corpus):
         return "clue_not_unique"
     query = f'A document says: "{clue}" What is {TARGET}? Give it as the document writes it.'
     entity = Entity(doc_id, answer, FACT, (answer,), None, ())
@@ -120,16 +120,16 @@ def draft_fact(
     return Draft(FACT, 1, (clue,), query, entity, (doc_id,), evidence)
 
 
-def _searchable(clue: str, corpus: Corpus, config: OfflineConfig) -> bool:
+def searchable(clue: str, corpus: Corpus, config: OfflineConfig) -> bool:
     """Short enough to read as a clue, with the searchable words any clue needs. Rare words are
-    not required (the link templates' proxy for "singles out its subject"): :func:`_unique`
+    not required (the link templates' proxy for "singles out its subject"): :func:`clue_fits_once`
     checks that exactly, and templated records share every word but their values."""
     words = content_words(clue)
     needed = min_clue_words(len(corpus.texts), config.min_clue_words)
     return len(clue) <= config.max_clue_chars and len(words) >= needed
 
 
-def _unique(doc_id: str, sentence: str, clue: str, corpus: Corpus) -> bool:
+def clue_fits_once(doc_id: str, sentence: str, clue: str, corpus: Corpus) -> bool:
     """Every occurrence of the clue's fixed words, with any filler, is ``sentence`` in ``doc_id``."""
     pieces = normalize(clue.replace(TARGET, _SENTINEL)).split(_SENTINEL)
     inner = [p for p in pieces if p.strip()]

@@ -20,9 +20,11 @@ records where its gold documents rank in BM25 for its full query (``bm25_gold_ra
 top hit (``bm25_top1_gold``, the leakage flag).
 
 When these fall short of ``n`` (a corpus without titles, or of e-mails or short templated
-records), one-hop ``fact`` tasks fill the rest (:mod:`~sleuth.datagen.offline.facts`): a verbatim
-sentence with one name, address or identifier masked, kept only if no other place in the corpus
-has the same sentence around another value.
+records), two-hop ``relay`` tasks (:mod:`~sleuth.datagen.offline.relay`: through a name, address or
+identifier that exactly two documents share; up to a third of what is missing) and one-hop
+``fact`` tasks fill the rest (:mod:`~sleuth.datagen.offline.facts`): a verbatim sentence with one
+name, address or identifier masked, kept only if no other place in the corpus has the same
+sentence around another value.
 
 Output is deterministic for a given corpus, ``n`` and seed.
 
@@ -44,6 +46,7 @@ from sleuth.datagen.offline.config import OFFLINE_GENERATOR, TEMPLATES, OfflineC
 from sleuth.datagen.offline.corpus import Corpus
 from sleuth.datagen.offline.facts import fact_drafts
 from sleuth.datagen.offline.masking import Entity
+from sleuth.datagen.offline.relay import relay_drafts
 from sleuth.datagen.offline.templates import (
     Draft,
     dating_year,
@@ -172,8 +175,12 @@ def generate_offline(
         missing += quota - run.take(streams[template], quota)
     for template in TEMPLATES:  # give what a short template could not fill to the others
         missing -= run.take(streams[template], missing)
-    if config.facts and missing > 0:  # any corpus, titled or not, has facts
-        missing -= run.take(fact_drafts(run.corpus, random.Random(rng.random()), config), missing)
+    if config.facts and missing > 0:  # any corpus, titled or not, has facts and shared values
+        facts = fact_drafts(run.corpus, random.Random(rng.random()), config)
+        relays = relay_drafts(run.corpus, random.Random(rng.random()), config)
+        missing -= run.take(relays, missing // 3)  # two hops first, up to a third
+        missing -= run.take(facts, missing)
+        missing -= run.take(relays, missing)
     stages = [run.draft, run.verify, run.distract]
     report = build_report(
         run.tasks,
