@@ -11,8 +11,8 @@ from sleuth.tasks import read_2wiki, read_hotpotqa, read_musique
 SHARED = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
 
-def shared_documents() -> list[Document]:
-    """Wikipedia paragraphs (three QA samples), Enron emails, SEC filings (Markdown)."""
+def qa_paragraphs() -> list[Document]:
+    """The distinct Wikipedia paragraphs of the three QA samples."""
     docs: dict[str, Document] = {}
     for reader, folder in (
         (read_hotpotqa, "hotpotqa_distractor_dev"),
@@ -21,6 +21,12 @@ def shared_documents() -> list[Document]:
     ):
         for d in reader(SHARED / folder)[0]:
             docs.setdefault(d.id, d)
+    return list(docs.values())
+
+
+def shared_documents() -> list[Document]:
+    """Wikipedia paragraphs (three QA samples), Enron emails, SEC filings (Markdown)."""
+    docs = {d.id: d for d in qa_paragraphs()}
     for d in read_documents(
         [SHARED / "enron_emails" / "emails.zip", SHARED / "sec_edgar_filings" / "markdown"]
     ):

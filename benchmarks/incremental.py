@@ -33,32 +33,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _corpus import SHARED  # noqa: E402
+from _corpus import qa_paragraphs  # noqa: E402
 from sleuth.corpus.models import Document  # noqa: E402
 from sleuth.index import Index  # noqa: E402
 from sleuth.index.lexical import LexicalIndex  # noqa: E402
-from sleuth.tasks import read_2wiki, read_hotpotqa, read_musique  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parent / "results"
 _SENTENCE = re.compile(r"(?<=[.!?])\s+")
 
 
-def paragraphs() -> list[Document]:
-    """The distinct Wikipedia paragraphs of the three QA samples."""
-    docs: dict[str, Document] = {}
-    for reader, folder in (
-        (read_hotpotqa, "hotpotqa_distractor_dev"),
-        (read_musique, "musique_ans_dev"),
-        (read_2wiki, "2wikimultihopqa_dev"),
-    ):
-        for d in reader(SHARED / folder)[0]:
-            docs.setdefault(d.id, d)
-    return list(docs.values())
-
-
 def corpus(n: int) -> list[Document]:
     """``n`` documents: the paragraphs, then perturbed copies of them (see the module doc)."""
-    base, out, copy = paragraphs(), [], 0
+    base, out, copy = qa_paragraphs(), [], 0
     while len(out) < n:
         for d in base[: n - len(out)]:
             if copy == 0:
