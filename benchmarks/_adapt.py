@@ -61,7 +61,7 @@ def versus_shipped(rows: list[dict[str, Any]], out: Path, console: Console) -> N
         ids = [i for i in mine if i in base]  # a pooled corpus: all its datasets' questions
         r["delta_vs_shipped"] = {}
         for key in KEYS:
-            pairs = [(mine[i]["metrics"][key], base[i]["metrics"][key]) for i in ids]
+            pairs = [(getattr(mine[i].metrics, key), getattr(base[i].metrics, key)) for i in ids]
             pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
             diff, (low, high) = paired_bootstrap_difference(*zip(*pairs, strict=True))
             r["delta_vs_shipped"][key] = [diff, low, high]

@@ -43,6 +43,7 @@ from rich.console import Console
 from sleuth.errors import InputError, SleuthError
 from sleuth.eval import EvalConfig, load_results, run_eval
 from sleuth.eval.aggregate import bootstrap_interval, mean_defined, paired_bootstrap_difference
+from sleuth.eval.records import QueryRecord
 from sleuth.index import Index
 from sleuth.policies import parse_policy_spec
 from sleuth.policies.baselines import POLICY_NAMES
@@ -98,18 +99,18 @@ def held_out(tasks: Sequence[Task], train_ids: set[str], limit: int | None) -> l
 
 def policy_records(
     tasks: Sequence[Task], policy: BuiltPolicy, toolbox: Toolbox, out: Path, concurrency: int
-) -> list[dict[str, Any]]:
+) -> list[QueryRecord]:
     """Run (or resume) ``policy`` on ``tasks``; their records in task order."""
     run_eval(tasks, policy, toolbox, out, EvalConfig(concurrency=concurrency, progress=False))
     finished = load_results(out / "results.jsonl")
     return [finished[t.id] for t in tasks]
 
 
-def _values(records: Sequence[dict[str, Any]], key: str) -> list[float | None]:
-    return [r["metrics"][key] for r in records]
+def _values(records: Sequence[QueryRecord], key: str) -> list[float | None]:
+    return [getattr(r.metrics, key) for r in records]
 
 
-def row(dataset: str, policy: str, records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def row(dataset: str, policy: str, records: Sequence[QueryRecord]) -> dict[str, Any]:
     """Means over questions, seconds per query and the bootstrap intervals of R@2, R@5, found."""
     out: dict[str, Any] = {"dataset": dataset, "policy": policy, "n": len(records)}
     for key in METRICS:
@@ -120,7 +121,7 @@ def row(dataset: str, policy: str, records: Sequence[dict[str, Any]]) -> dict[st
     return out
 
 
-PerQuestion = dict[tuple[str, str], list[dict[str, Any]]]
+PerQuestion = dict[tuple[str, str], list[QueryRecord]]
 
 
 def add_deltas(rows: list[dict[str, Any]], records: PerQuestion) -> None:
@@ -133,9 +134,9 @@ def add_deltas(rows: list[dict[str, Any]], records: PerQuestion) -> None:
         mine = records[(r["dataset"], r["policy"])]
         for key in INTERVAL_KEYS:
             pairs = [
-                (m["metrics"][key], b["metrics"][key])
+                (getattr(m.metrics, key), getattr(b.metrics, key))
                 for m, b in zip(mine, base, strict=True)
-                if m["metrics"][key] is not None and b["metrics"][key] is not None
+                if getattr(m.metrics, key) is not None and getattr(b.metrics, key) is not None
             ]
             if pairs:
                 diff, (low, high) = paired_bootstrap_difference(*zip(*pairs, strict=True))
@@ -163,7 +164,7 @@ def evaluate(
         built = built_policy(policy, index)
         records = policy_records(everything, built, toolbox, out / policy, concurrency)
         console.print(f"  {corpus.name} {policy}: {time.perf_counter() - t0:.0f} s")
-        by_id = {r["task_id"]: r for r in records}
+        by_id = {r.task_id: r for r in records}
         for ds, tasks in asked.items():
             label = f"{corpus.name}{POOL_SEPARATOR}{ds}" if corpus.name in POOLS else ds
             mine = [by_id[t.id] for t in tasks]

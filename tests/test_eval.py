@@ -150,7 +150,7 @@ def test_score_trajectory_shape_and_values_match_metrics_and_reward(tmp_path):
         ]
     )
     trajectory = Harness(KeywordTools(), policy).run(task.query, trajectory_path=path)
-    scored = score_trajectory(task, path, beta=2.0)
+    scored = score_trajectory(task, path, beta=2.0).model_dump()
 
     required = {"final_answer_found", "recall", "precision", "f1", "trajectory_recall"}
     assert required | {"prune_accuracy", "turns", "tool_calls"} <= set(scored["metrics"])
@@ -169,7 +169,7 @@ def test_score_trajectory_shape_and_values_match_metrics_and_reward(tmp_path):
         3,
     )
     reward = compute_reward(summary, task)  # default β = 4 on both sides
-    assert score_trajectory(task, path)["reward"] == reward.model_dump()
+    assert score_trajectory(task, path).reward == reward
     assert json.loads(json.dumps(scored)) == scored  # plain JSON, as `sleuth score --json`
 
 
@@ -283,10 +283,8 @@ def test_four_rollouts_are_fused_by_rrf(tmp_path):
     assert m["trajectory_recall"] == 1.0  # union: paris (rollout 1) and nile (rollout 4)
     assert m["final_answer_found"] is True
     per_rollout = [score_trajectory(task, tmp_path / p) for p in record["trajectories"]]
-    assert [r["metrics"]["trajectory_recall"] for r in per_rollout] == [0.5, 0.0, 0.0, 0.5]
-    assert record["reward"]["total"] == pytest.approx(
-        mean(r["reward"]["total"] for r in per_rollout)
-    )
+    assert [r.metrics.trajectory_recall for r in per_rollout] == [0.5, 0.0, 0.0, 0.5]
+    assert record["reward"]["total"] == pytest.approx(mean(r.reward.total for r in per_rollout))
     assert m["turns"] == 2.0 and len(record["trajectories"]) == 4
     assert summary.fuse == "rrf" and summary.rollouts == 4
 

@@ -62,3 +62,11 @@ def test_no_package_module_over_500_lines():
         if (n := len(p.read_text().splitlines())) > 500
     }
     assert not long, f"split these modules: {long}"
+
+
+def test_mypy_is_strict_over_every_module():
+    import tomllib
+
+    mypy = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["mypy"]
+    exempt = [o["module"] for o in mypy.get("overrides", []) if o.get("ignore_errors")]
+    assert mypy["strict"] and mypy["files"] == ["src/sleuth"] and not exempt, exempt

@@ -11,14 +11,17 @@ import pytest
 
 from sleuth.errors import InputError
 from sleuth.eval import EvalConfig, load_results, run_eval
+from sleuth.eval.fusion import BEHAVIOUR
 from sleuth.eval.records import (
     RECORD_SCHEMA_VERSION,
     EvalSummary,
+    QueryMetrics,
     QueryRecord,
     RunInfo,
     read_json_record,
 )
 from sleuth.harness import RunResult, run_query
+from sleuth.metrics import Metrics
 from sleuth.policies.scripted import ScriptedPolicy, call, turn
 from sleuth.tools.spec import SEARCH
 from tests.fakes import FakeTools
@@ -31,7 +34,8 @@ def test_old_eval_files_load_unchanged():
     raw = [json.loads(line) for line in (OLD / "results.jsonl").read_text().splitlines()]
     loaded = load_results(OLD / "results.jsonl")
     assert list(loaded) == ["t1", "t2"]
-    assert [loaded["t1"], loaded["t2"]] == raw  # same keys, values and order
+    assert [loaded["t1"].model_dump(), loaded["t2"].model_dump()] == raw  # keys, values, order
+    assert [json.dumps(r.model_dump()) for r in loaded.values()] == [json.dumps(r) for r in raw]
     for record in raw:
         assert QueryRecord.model_validate(record).schema_version == RECORD_SCHEMA_VERSION
     run = json.loads((OLD / "run.json").read_text())
@@ -69,3 +73,17 @@ def test_run_query_returns_a_typed_result(tmp_path):
     assert isinstance(result, RunResult) and result.schema_version == 1
     assert result.documents[0].id == "d1" and result["documents"][0]["rank"] == 1
     assert RunResult.model_validate_json(result.model_dump_json()) == result
+
+
+def test_a_query_record_widens_exactly_the_int_fields_fusion_averages():
+    widened = {
+        name
+        for name, field in QueryMetrics.model_fields.items()
+        if field.annotation != Metrics.model_fields[name].annotation
+    }
+    assert widened == {f for f in BEHAVIOUR if Metrics.model_fields[f].annotation is int}
+    assert list(QueryMetrics.model_fields) == list(Metrics.model_fields)  # same JSON key order
+    fused = json.loads((OLD / "results.jsonl").read_text().splitlines()[0])["metrics"]
+    one = QueryMetrics.model_validate(fused | {"turns": 3})
+    assert (one.turns, type(one.turns), QueryMetrics.model_validate(fused).turns) == (3, int, 2.0)
+    assert type(QueryMetrics.model_validate(fused).turns) is float  # a mean stays a float

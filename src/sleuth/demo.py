@@ -51,6 +51,9 @@ TABLE_METRICS = {
     "tool_calls_per_turn": "calls/turn",
     "turns": "turns",
 }
+DemoRow = dict[str, str | float | int | None]
+"""One policy's row of the table (and of ``demo_summary.json``): its folder, ``count`` and the
+overall means of :data:`TABLE_METRICS`."""
 
 
 @dataclass(frozen=True)
@@ -173,7 +176,7 @@ def subagent_runs(policy: str, config: DemoConfig) -> list[SubagentRun]:
 
 def run_demo(
     out: Path, config: DemoConfig, console: Console, policy: str = "local"
-) -> dict[str, Any]:
+) -> dict[str, DemoRow]:
     """Run everything; returns the table rows (also written to ``demo_summary.json``)."""
     from sleuth.eval import EvalConfig, run_eval
     from sleuth.tasks import save_tasks
@@ -206,7 +209,7 @@ def run_demo(
             EvalConfig(concurrency=1, harness_config=DEMO_HARNESS, label=run.label),
         )
         folders[run.label] = run.folder
-    rows = {
+    rows: dict[str, DemoRow] = {
         name: {"folder": folders[name]} | {k: s.overall.get(k) for k in ("count", *TABLE_METRICS)}
         for name, s in summaries.items()
     }
@@ -227,7 +230,7 @@ def run_demo(
     return rows
 
 
-def results_table(rows: dict[str, dict[str, Any]]) -> Table:
+def results_table(rows: dict[str, DemoRow]) -> Table:
     table = Table(title="sleuth demo (2WikiMultihopQA sample + offline-generated tasks)")
     table.add_column("policy")
     table.add_column("n", justify="right")

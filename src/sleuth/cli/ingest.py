@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from sleuth.cli.common import IndexOpt, JsonOpt, app, at_least, cli_errors, console
 from sleuth.embed import DEFAULT_EMBEDDER, EMBEDDER_CHOICES, INGEST_BATCH
+
+if TYPE_CHECKING:
+    from sleuth.corpus.models import Document
 
 
 @app.command()
@@ -112,14 +115,14 @@ def _check_delete_missing(index: Path, delete_missing: bool, repair: bool) -> No
 
 def _checked_documents(
     paths: list[Path],
-    fmt: str | None,
+    fmt: str,
     index: Path,
     repair: bool,
     chroma_url: str | None,
     batch_size: int,
     follow_links: bool,
     archive_limits: str | None,
-) -> list:
+) -> list[Document]:
     """The documents to ingest, read and checked before anything is written (none to repair)."""
     from sleuth.api import load_documents
     from sleuth.corpus.files import ArchiveLimits, ReadOptions

@@ -115,12 +115,13 @@ def score(
         if path.is_dir():
             raise InputError(f"{option} is a folder; give a JSONL file", source=str(path))
     result = score_files(task, trajectory, beta=beta, task_id=task_id)
+    scores = result.model_dump()
     if as_json:
-        print(json.dumps(result))
+        print(json.dumps(scores))
         return
     for section in ("metrics", "reward"):
         console.print(f"[bold]{section}[/bold]")
-        for k, v in result[section].items():
+        for k, v in scores[section].items():
             console.print(f"  {k}: {v:.4f}" if isinstance(v, float) else f"  {k}: {v}")
 
 

@@ -20,7 +20,7 @@ import hashlib
 import os
 import re
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from functools import cache, lru_cache
 from typing import Protocol
 
@@ -48,10 +48,11 @@ class Embedder(Protocol):
 
 def _normalize(x: np.ndarray) -> np.ndarray:
     norms = np.linalg.norm(x, axis=1, keepdims=True)
-    return (x / np.maximum(norms, 1e-12)).astype(np.float32)
+    unit: np.ndarray = (x / np.maximum(norms, 1e-12)).astype(np.float32)
+    return unit
 
 
-def _batched(texts: Sequence[str], size: int):
+def _batched(texts: Sequence[str], size: int) -> Iterator[Sequence[str]]:
     for i in range(0, len(texts), size):
         yield texts[i : i + size]
 
@@ -75,7 +76,10 @@ class SentenceTransformerEmbedder:
             getattr(self.model, "get_embedding_dimension", None)
             or self.model.get_sentence_embedding_dimension
         )
-        self.dim = int(getter())
+        size = getter()
+        if size is None:
+            raise InputError(f"the model at {path} does not say its embedding size")
+        self.dim = int(size)
 
     def embed_documents(
         self, texts: Sequence[str], batch_size: int = 64, progress: Progress | None = None
@@ -101,7 +105,8 @@ class SentenceTransformerEmbedder:
 
 @lru_cache(maxsize=4096)
 def _cached_query(embedder: Embedder, text: str) -> np.ndarray:
-    return embedder.embed_documents([text])[0]
+    vector: np.ndarray = embedder.embed_documents([text])[0]
+    return vector
 
 
 def minilm_path() -> str:
@@ -139,7 +144,7 @@ class OpenAIEmbedder:
         self.model = model
         self.base_url = base_url
         self.spec = f"openai:{model}@{base_url}"
-        self.dim: int | None = dim
+        self.dim = dim or 0  # 0 until the probe below: any length is accepted
         self.dim = dim or len(self.embed_query("dimension probe"))
 
     def embed_documents(
@@ -151,10 +156,11 @@ class OpenAIEmbedder:
             out.append(self._vectors(resp, len(batch)))
             if progress:
                 progress(len(batch))
-        return _normalize(np.concatenate(out)) if out else np.zeros((0, self.dim or 0), np.float32)
+        return _normalize(np.concatenate(out)) if out else np.zeros((0, self.dim), np.float32)
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self.embed_documents([text])[0]
+        vector: np.ndarray = self.embed_documents([text])[0]
+        return vector
 
     def _vectors(self, resp: object, n: int) -> np.ndarray:
         """The ``n`` vectors of one reply in input order, or the error that says what is wrong."""
@@ -208,7 +214,8 @@ class HashEmbedder:
         return _normalize(vecs)
 
     def embed_query(self, text: str) -> np.ndarray:
-        return self.embed_documents([text])[0]
+        vector: np.ndarray = self.embed_documents([text])[0]
+        return vector
 
 
 INGEST_BATCH = 512
@@ -249,9 +256,6 @@ def make_embedder(spec: str = DEFAULT_EMBEDDER) -> Embedder:
         return _make_embedder(spec)
 
 
-make_embedder.cache_clear = lambda: _make_embedder.cache_clear()  # type: ignore[attr-defined]
-
-
 @cache
 def _make_embedder(spec: str) -> Embedder:
     kind, arg = parse_embedder_spec(spec)
@@ -268,6 +272,9 @@ def _make_embedder(spec: str) -> Embedder:
         return OpenAIEmbedder(model, url)
     except Exception as e:  # noqa: BLE001 - any failure of the probe means the endpoint is unusable
         raise InputError(f"embeddings endpoint {url} is not usable: {_first_line(e)}") from None
+
+
+make_embedder.cache_clear = _make_embedder.cache_clear  # type: ignore[attr-defined]
 
 
 def parse_embedder_spec(spec: str) -> tuple[str, str]:

@@ -46,11 +46,13 @@ def aggregate_records(records: Sequence[QueryRecord]) -> Scores:
     }
     if not records:
         return out
-    for key in records[0].metrics:
-        out[key] = mean_defined(r.metrics.get(key) for r in records)
-    out["prune_accuracy_n"] = sum(r.metrics.get("prune_accuracy") is not None for r in records)
-    for key in records[0].reward:
-        out[f"reward/{key}"] = mean_defined(r.reward.get(key) for r in records)
+    metrics = [r.metrics.model_dump() for r in records]
+    for key in metrics[0]:
+        out[key] = mean_defined(m.get(key) for m in metrics)
+    out["prune_accuracy_n"] = sum(r.metrics.prune_accuracy is not None for r in records)
+    rewards = [r.reward.model_dump() for r in records]
+    for key in rewards[0]:
+        out[f"reward/{key}"] = mean_defined(t.get(key) for t in rewards)
     return out
 
 

@@ -13,9 +13,11 @@ Letters: R = rollouts of one query.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Mapping, Sequence
 
+from pydantic import BaseModel
+
+from sleuth.eval.records import QueryMetrics, QueryReward
 from sleuth.eval.score import score_summary
 from sleuth.harness.summary import RunSummary
 from sleuth.metrics import BETA, final_doc_list
@@ -68,21 +70,35 @@ def fuse_summaries(summaries_R: Sequence[RunSummary], k: int = RRF_K) -> RunSumm
     )
 
 
+class RolloutsScore(BaseModel):
+    """One query scored over its rollouts: the fields of its :class:`QueryRecord` that scoring
+    fills."""
+
+    metrics: QueryMetrics
+    reward: QueryReward
+    final_docs: list[str]
+
+
 def score_rollouts(
     task: Task, summaries_R: Sequence[RunSummary], beta: float = BETA, k: int = RRF_K
-) -> dict[str, Any]:
-    """``{"metrics", "reward", "final_docs"}`` of one query over its rollouts (see module doc)."""
+) -> RolloutsScore:
+    """Metrics, reward and final list of one query over its rollouts (see module doc)."""
     scored_R = [score_summary(task, s, beta) for s in summaries_R]
     if len(scored_R) == 1:
-        return scored_R[0] | {"final_docs": final_doc_list(summaries_R[0].final_doc_ids)}
-    fused = fuse_summaries(summaries_R, k)
-    behaviour = _mean([{f: s["metrics"][f] for f in BEHAVIOUR} for s in scored_R])
-    return {
-        "metrics": score_summary(task, fused, beta)["metrics"] | behaviour,
-        "reward": _mean([s["reward"] for s in scored_R]),
-        "final_docs": fused.final_doc_ids,
-    }
+        metrics, reward = scored_R[0].metrics.model_dump(), scored_R[0].reward.model_dump()
+        final_docs = final_doc_list(summaries_R[0].final_doc_ids)
+    else:
+        fused = fuse_summaries(summaries_R, k)
+        behaviour = _mean([s.metrics.model_dump(include=set(BEHAVIOUR)) for s in scored_R])
+        metrics = score_summary(task, fused, beta).metrics.model_dump() | behaviour
+        reward = _mean([s.reward.model_dump() for s in scored_R])
+        final_docs = fused.final_doc_ids
+    return RolloutsScore(
+        metrics=QueryMetrics.model_validate(metrics),
+        reward=QueryReward.model_validate(reward),
+        final_docs=final_docs,
+    )
 
 
-def _mean(dicts: Sequence[dict[str, Any]]) -> dict[str, float]:
+def _mean(dicts: Sequence[Mapping[str, float]]) -> dict[str, float]:
     return {key: sum(float(d[key]) for d in dicts) / len(dicts) for key in dicts[0]}

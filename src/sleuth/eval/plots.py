@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import io
 from collections.abc import Sequence
-from typing import Any
 
 from matplotlib.figure import Figure
 from matplotlib.ticker import MaxNLocator
+
+from sleuth.eval.records import Scores
 
 GROUP_METRICS = {
     "final_answer_found": "final answer found",
@@ -25,7 +26,7 @@ def _png(fig: Figure) -> bytes:
     return buffer.getvalue()
 
 
-def metrics_by_group(groups: dict[str, dict[str, Any]], label: str) -> bytes:
+def metrics_by_group(groups: dict[str, Scores], label: str) -> bytes:
     """Grouped bars: one group per hop level (or domain), one bar per headline metric."""
     fig = Figure(figsize=(max(5.0, 1.6 * len(groups) + 2), 3.6))
     ax = fig.subplots()

@@ -2,8 +2,9 @@
 
 Each is a pydantic model with ``schema_version``. Records are validated when they are written
 and when they are read back (a resumed run, a report), and travel between the eval's functions as
-these models; a query's ``metrics`` and ``reward`` stay name → value maps, since a fused record
-holds means of integer fields (turns, tokens) that :class:`~sleuth.metrics.Metrics` keeps whole.
+these models. A query's ``metrics`` and ``reward`` are :class:`~sleuth.metrics.Metrics` and
+:class:`~sleuth.reward.RewardTerms` widened where a fused record holds a mean over its rollouts
+(turns and tokens, the share of floored rewards): :class:`QueryMetrics`, :class:`QueryReward`.
 A file written with an older ``schema_version`` still loads; a newer one is refused with a
 message that says so.
 """
@@ -19,10 +20,12 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from sleuth.errors import InputError
 from sleuth.io import read_jsonl
+from sleuth.metrics import Metrics
+from sleuth.reward import RewardTerms
 
 RECORD_SCHEMA_VERSION = 1
-Scores = dict[str, Any]
-"""One query's metrics (or reward terms, or one group's aggregates) by name."""
+Scores = dict[str, float | int | None]
+"""One group's aggregates by name: means, counts (``count``), ``reward/<term>`` means."""
 
 
 class _Versioned(BaseModel):
@@ -55,6 +58,31 @@ class RunInfo(_Versioned):
 
 CHECKED = ("policy", "rollouts", "fuse", "rrf_k", "beta")  # must match to resume
 
+# A fused record's behaviour fields are means over its rollouts, so a float where one run has an
+# int; ``int | float`` keeps a single run's ints whole on disk. The override widens a field of
+# the base model, which mypy flags as unsafe for writes; records are only read.
+
+
+class QueryMetrics(Metrics):
+    """One query's metrics: :class:`~sleuth.metrics.Metrics`, behaviour fields averaged over
+    rollouts when fused (:data:`sleuth.eval.fusion.BEHAVIOUR`); unknown names are kept."""
+
+    model_config = ConfigDict(extra="allow")
+
+    turns: int | float  # type: ignore[assignment]
+    tool_calls: int | float  # type: ignore[assignment]
+    peak_tokens: int | float  # type: ignore[assignment]
+    total_tokens: int | float  # type: ignore[assignment]
+
+
+class QueryReward(RewardTerms):
+    """One query's reward terms, averaged over rollouts when fused; ``floored`` is then the share
+    of rollouts the ε floor lifted."""
+
+    model_config = ConfigDict(extra="allow")
+
+    floored: bool | float  # type: ignore[assignment]
+
 
 class QueryRecord(_Versioned):
     """One line of ``results.jsonl``: one query's rollouts, scored (fused when several)."""
@@ -66,10 +94,8 @@ class QueryRecord(_Versioned):
     source: str
     policy: str
     rollouts: int
-    metrics: Scores
-    """:class:`sleuth.metrics.Metrics` fields (behaviour fields averaged over rollouts)."""
-    reward: Scores
-    """:class:`sleuth.reward.RewardTerms` fields."""
+    metrics: QueryMetrics
+    reward: QueryReward
     final_docs: list[str]
     gold_doc_ids: list[str]
     trajectories: list[str]

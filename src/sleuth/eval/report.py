@@ -169,9 +169,9 @@ def _query_table(records: Sequence[QueryRecord]) -> str:
     for r in records:
         m = r.metrics
         cells = [escape(r.task_id), str(r.hops), escape(r.domain)]
-        cells += [format_value(k, m.get(k)) for k in keys]
+        cells += [format_value(k, getattr(m, k)) for k in keys]
         cells += [
-            format_value("reward", r.reward["total"]),
+            format_value("reward", r.reward.total),
             escape(", ".join(map(str, r.stop_reasons))),
         ]
         rows.append("<tr>" + "".join(f"<td>{c}</td>" for c in cells) + "</tr>")
@@ -182,7 +182,7 @@ def _example(
     records: Sequence[QueryRecord], out_dir: Path
 ) -> tuple[QueryRecord, Trajectory] | None:
     """The first query with a multi-turn run whose trajectory file can still be read."""
-    ordered = sorted(records, key=lambda r: r.metrics["turns"] < 2)  # stable: first wins
+    ordered = sorted(records, key=lambda r: r.metrics.turns < 2)  # stable: first wins
     for record in ordered:
         path = out_dir / record.trajectories[0]
         if path.exists():

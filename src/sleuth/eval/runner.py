@@ -25,7 +25,6 @@ from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeRemainingColumn
@@ -176,7 +175,7 @@ def run_eval(
         rrf_k=cfg.rrf_k,
     )
     with folder_lock(out, "this eval run"):  # a second eval into it would mix the records
-        finished = finished_records(out / RESULTS)  # checked before anything is written
+        finished = load_results(out / RESULTS)  # checked before anything is written
         _claim(out, run)
         _cut_torn_tail(out / RESULTS)
         todo = [t for t in tasks if _needs_run(finished.get(t.id), cfg.retry_failed)]
@@ -188,16 +187,16 @@ def run_eval(
     return summary
 
 
-def finished_records(path: Path) -> dict[str, QueryRecord]:
-    """Finished records by task id (the last one wins; a torn last line is skipped)."""
+def load_results(path: Path) -> dict[str, QueryRecord]:
+    """The finished records of a ``results.jsonl`` by task id: the last one wins, a torn last
+    line is skipped, an absent file has none.
+
+    Raises:
+        InputError: a line is not a record (or is of a newer ``schema_version``).
+    """
     if not path.exists():
         return {}
     return {record.task_id: record for record in read_records(path)}
-
-
-def load_results(path: Path) -> dict[str, dict[str, Any]]:
-    """:func:`finished_records` as JSON mappings, for scripts that index them (the benchmarks)."""
-    return {task_id: r.model_dump() for task_id, r in finished_records(path).items()}
 
 
 def _run_task(task: Task, job: _Job) -> QueryRecord:
@@ -218,7 +217,7 @@ def _run_task(task: Task, job: _Job) -> QueryRecord:
         "source": task.source,
         "policy": runs[0].policy,
         "rollouts": job.rollouts,
-        **scored,
+        **dict(scored),
         "gold_doc_ids": task.gold_doc_ids,
         "trajectories": [_relative(p, job.out_dir) for p in paths],
         "stop_reasons": [t.stop_reason and t.stop_reason.value for t in runs],

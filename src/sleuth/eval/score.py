@@ -7,29 +7,37 @@ be re-scored later (another β, a corrected task) without re-running anything.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+
+from pydantic import BaseModel
 
 from sleuth.errors import InputError
 from sleuth.harness.summary import RunSummary
 from sleuth.harness.trajectory import load_trajectory
-from sleuth.metrics import BETA, check_beta, compute_metrics
-from sleuth.reward import RewardConfig, compute_reward
+from sleuth.metrics import BETA, Metrics, check_beta, compute_metrics
+from sleuth.reward import RewardConfig, RewardTerms, compute_reward
 from sleuth.tasks.schema import Task, load_tasks
 
 
-def score_summary(task: Task, summary: RunSummary, beta: float = BETA) -> dict[str, Any]:
-    """Every metric and every reward term of one run, as ``{"metrics": ..., "reward": ...}``."""
+class Score(BaseModel):
+    """Every metric and every reward term of one run; its JSON is ``sleuth score --json``."""
+
+    metrics: Metrics
+    reward: RewardTerms
+
+
+def score_summary(task: Task, summary: RunSummary, beta: float = BETA) -> Score:
+    """Every metric and every reward term of one run."""
     metrics = compute_metrics(summary, task, beta=beta)
     reward = compute_reward(summary, task, RewardConfig(beta=beta))
-    return {"metrics": metrics.model_dump(), "reward": reward.model_dump()}
+    return Score(metrics=metrics, reward=reward)
 
 
-def score_trajectory(task: Task, trajectory_path: str | Path, beta: float = BETA) -> dict[str, Any]:
+def score_trajectory(task: Task, trajectory_path: str | Path, beta: float = BETA) -> Score:
     """Score a trajectory JSONL file (a run cut off mid-way scores what it wrote).
 
     Example::
 
-        score_trajectory(task, "runs/q1.jsonl")["reward"]["total"]
+        score_trajectory(task, "runs/q1.jsonl").reward.total
     """
     return score_summary(task, load_trajectory(trajectory_path).summary(), beta)
 
@@ -39,7 +47,7 @@ def score_files(
     trajectory_path: str | Path,
     beta: float = BETA,
     task_id: str | None = None,
-) -> dict[str, Any]:
+) -> Score:
     """``sleuth score``: pick the trajectory's task from a task file, then score it.
 
     The task is ``task_id`` if given, else the only task in the file, else the task whose query

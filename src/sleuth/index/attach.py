@@ -87,7 +87,8 @@ def attach(
     if folder is not None:
         check_chroma_folder(folder)
     if chroma_url is not None:
-        no_write_client(chroma_url).close()  # a bad URL or no server: before any write
+        # a bad URL or no server: before any write (ClientAPI's hints lack the client's close)
+        no_write_client(chroma_url).close()  # type: ignore[attr-defined]
     source = AttachedSource(
         chroma_path=None if folder is None else str(folder),
         chroma_url=chroma_url,

@@ -7,7 +7,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 import numpy as np
@@ -15,8 +15,14 @@ import numpy as np
 from sleuth.errors import InputError
 from sleuth.index.manifest import ID_KEY, IndexManifest
 
+if TYPE_CHECKING:
+    from chromadb.api import ClientAPI
+    from chromadb.api.collection_configuration import CreateCollectionConfiguration
+    from chromadb.api.types import Schema
+    from chromadb.execution.expression.operator import Rank
 
-def chroma_client(path: Path, chroma_url: str | None):
+
+def chroma_client(path: Path, chroma_url: str | None) -> ClientAPI:
     import chromadb
     from chromadb.config import Settings
 
@@ -33,7 +39,7 @@ def chroma_client(path: Path, chroma_url: str | None):
         raise InputError(f"cannot open Chroma data: {first_line(e)}", source=where) from None
 
 
-def no_write_client(chroma_url: str | None):
+def no_write_client(chroma_url: str | None) -> ClientAPI:
     """A client that writes nothing: in memory, or the server at ``chroma_url``.
 
     Raises:
@@ -90,20 +96,21 @@ def read_only_copy(chroma_dir: Path) -> Path:
 SPARSE_KEY = "bm25_sparse"
 
 
-def _sparse_schema():
+def _sparse_schema() -> Schema:
     from chromadb import Schema
     from chromadb.api.types import SparseVectorIndexConfig
     from chromadb.execution.expression.operator import Key
     from chromadb.utils.embedding_functions import ChromaBm25EmbeddingFunction
 
     config = SparseVectorIndexConfig(
-        source_key=Key.DOCUMENT, embedding_function=ChromaBm25EmbeddingFunction()
+        source_key=Key.DOCUMENT,  # type: ignore[arg-type]  # chromadb's documented use; its hint says str
+        embedding_function=ChromaBm25EmbeddingFunction(),
     )
     return Schema().create_index(config=config, key=SPARSE_KEY)
 
 
 def native_hybrid_search(
-    collection,
+    collection: Any,
     query: str,
     query_vec: np.ndarray,
     k_each: int,
@@ -115,7 +122,7 @@ def native_hybrid_search(
     from chromadb import Knn, Rrf, Search
     from chromadb.execution.expression.operator import Key
 
-    ranks = [
+    ranks: list[Rank] = [
         Knn(query=query_vec.tolist(), return_rank=True, limit=k_each),
         Knn(query=query, key=SPARSE_KEY, return_rank=True, limit=k_each),
     ]
@@ -140,7 +147,7 @@ def create_collection(path: Path, manifest: IndexManifest) -> bool:
             "--collection",
             source=manifest.chroma_url or str(path),
         )
-    config = {"hnsw": {"space": "cosine"}}
+    config: CreateCollectionConfiguration = {"hnsw": {"space": "cosine"}}
     if manifest.chroma_url:
         try:
             client.create_collection(

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from sleuth.index.lexical import ChunkRow, LexicalIndex
+from sleuth.index.lexical import ChunkRow, LexicalIndex, Stamp
 from sleuth.io import atomic_write_bytes, atomic_write_text
 
 GRAPH_SCHEMA_VERSION = 1
@@ -138,7 +138,7 @@ class CorpusGraph:
     incidence: sp.csr_matrix  # documents × nodes, 1.0 where the document names the node
     adjacency: sp.csr_matrix  # documents × documents, symmetric link weights, zero diagonal
     title_node: np.ndarray  # per document: its title's node number, or -1
-    stamp: dict
+    stamp: Stamp
     rare_df: int = RARE_DF
 
     def __post_init__(self) -> None:
@@ -158,7 +158,7 @@ class CorpusGraph:
         self._titles = Titles(self.nodes[n] for n in self._owners)
 
     @classmethod
-    def build(cls, rows: Sequence[ChunkRow], stamp: dict, rare_df: int = RARE_DF) -> CorpusGraph:
+    def build(cls, rows: Sequence[ChunkRow], stamp: Stamp, rare_df: int = RARE_DF) -> CorpusGraph:
         """The graph of ``rows`` (any order; documents in first-seen order)."""
         by_doc: dict[str, list[ChunkRow]] = {}
         for r in rows:

@@ -34,7 +34,7 @@ MAX_TOKEN_HITS = 4096  # more vocabulary tokens than this containing a piece: no
 MAX_ROW_SHARE = 0.5  # a piece whose postings cover more of the corpus narrows nothing
 
 
-def _version() -> dict:
+def _version() -> dict[str, str]:
     return {"regex": regex.__version__, "unicode": unicodedata.unidata_version}
 
 
@@ -61,7 +61,7 @@ def fold_table() -> dict[int, int]:
     classes: dict[int, list[int]] = {}
     for c in parent:
         classes.setdefault(root(c), []).append(c)
-    table = {}
+    table: dict[int, int] = {}
     for members in classes.values():
         rep = min(members, key=lambda m: (not chr(m).islower(), m))
         table.update((m, rep) for m in members if m != rep)
@@ -84,7 +84,8 @@ def _codes(text: str) -> np.ndarray:
 
 def _trigram_keys(codes: np.ndarray) -> np.ndarray:
     """Three 21-bit code points packed into one integer per position."""
-    return (codes[:-2] << 42) | (codes[1:-1] << 21) | codes[2:]
+    keys: np.ndarray = (codes[:-2] << 42) | (codes[1:-1] << 21) | codes[2:]
+    return keys
 
 
 def _vocab_trigrams(vocab: str, starts: np.ndarray) -> dict[str, np.ndarray]:
@@ -116,7 +117,9 @@ class GrepIndex:
     ``offsets``/``postings``: token id → rows; ``tri_*``: trigram → token ids, so the tokens
     containing a piece are found without scanning the whole vocabulary."""
 
-    def __init__(self, vocab: str, arrays: dict[str, np.ndarray], n_rows: int, table: dict):
+    def __init__(
+        self, vocab: str, arrays: dict[str, np.ndarray], n_rows: int, table: dict[int, int]
+    ):
         self.vocab = vocab
         self.starts, self.offsets, self.postings = (arrays[k] for k in _ARRAYS[:3])
         self.tri_keys, self.tri_offsets, self.tri_tokens = (arrays[k] for k in _ARRAYS[3:])
@@ -140,7 +143,7 @@ class GrepIndex:
         starts = np.zeros(len(vocab), dtype=np.int64)
         np.cumsum([len(t) + 1 for t in vocab][:-1], out=starts[1:])
         joined = "\n".join(vocab)
-        arrays = {
+        arrays: dict[str, np.ndarray] = {
             "starts": starts,
             "offsets": offsets,
             "postings": rows[np.argsort(tokens, kind="stable")],
@@ -155,7 +158,8 @@ class GrepIndex:
     def _scan_tokens(self, piece: str) -> np.ndarray | None:
         """Ids of tokens containing a short piece, by searching the joined vocabulary."""
         vocab = self.vocab
-        hits, pos = [], vocab.find(piece)
+        hits: list[int] = []
+        pos = vocab.find(piece)
         while pos >= 0:
             if len(hits) >= MAX_TOKEN_HITS:
                 return None

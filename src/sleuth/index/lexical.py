@@ -17,7 +17,7 @@ import os
 import shutil
 import threading
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,13 +32,17 @@ from sleuth.io import atomic_write_text
 _STEMMER = Stemmer.Stemmer("english")
 RECENT_SCORES = 8  # BM25 score vectors kept (float32: 4 MB each at 1M chunks)
 LEXICAL_FORMAT = 4  # 2: BM25 over title + text; 3: documents' metadata; 4: content hashes
+Stamp = dict[str, int]
+"""What a saved lexical side (and the graph) was built from: ``generation``, ``chunks``,
+``format``; one that differs from the manifest's is rebuilt."""
 
 
 def tokenize(texts: list[str]) -> list[list[str]]:
     """Lower-case word tokens, English stop words removed, Snowball-stemmed."""
-    return bm25s.tokenize(
+    tokens: list[list[str]] = bm25s.tokenize(
         texts, stopwords="en", stemmer=_STEMMER, return_ids=False, show_progress=False
     )
+    return tokens
 
 
 SCORE_DECIMALS = 4
@@ -99,7 +103,7 @@ class ChunkRow:
 @dataclass
 class LexicalIndex:
     rows: list[ChunkRow]
-    stamp: dict
+    stamp: Stamp
     retriever: bm25s.BM25 | None = None
     grep_index: GrepIndex | None = None
     doc_meta: dict[str, dict[str, Any]] = field(default_factory=dict)
@@ -142,7 +146,7 @@ class LexicalIndex:
     def build(
         cls,
         rows: list[ChunkRow],
-        stamp: dict,
+        stamp: Stamp,
         doc_meta: dict[str, dict[str, Any]] | None = None,
         doc_sha: dict[str, str] | None = None,
     ) -> LexicalIndex:
@@ -212,7 +216,7 @@ class LexicalIndex:
                     self._recent.popitem(last=False)
         return scores.astype(np.float64)  # a copy: callers mask it
 
-    def rows_for(self, ids) -> np.ndarray:
+    def rows_for(self, ids: Iterable[str]) -> np.ndarray:
         return np.fromiter((self.row_of[i] for i in ids if i in self.row_of), dtype=np.int64)
 
     # -- persistence -----------------------------------------------------------------

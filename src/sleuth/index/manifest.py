@@ -19,14 +19,14 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Literal
+from typing import Final, Literal
 
 from pydantic import BaseModel, Field, ValidationError
 
 from sleuth.errors import InputError
 
 MANIFEST = "sleuth-index.json"
-SCHEMA_VERSION = 1
+SCHEMA_VERSION: Final = 1
 LEGACY_COLLECTION = "sleuth_chunks"
 """The collection every index used before each got its own; old manifests still name it."""
 ID_KEY = "sleuth_index_id"

@@ -25,7 +25,7 @@ import weakref
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, cast
 
 import numpy as np
 
@@ -38,7 +38,7 @@ from sleuth.index.chroma import chroma_client, create_collection, first_line, re
 from sleuth.index.fields import IndexFields, date_fields, save_fields
 from sleuth.index.graph import GRAPH_FOLDER, CorpusGraph, open_graph
 from sleuth.index.ingest_checks import check_ingest_inputs, check_new_settings, clean_documents
-from sleuth.index.lexical import LEXICAL_FORMAT, LexicalIndex
+from sleuth.index.lexical import LEXICAL_FORMAT, LexicalIndex, Stamp
 from sleuth.index.manifest import (
     ID_KEY,
     MANIFEST,
@@ -78,7 +78,7 @@ class Index(IndexReads, IndexFields):
     def __init__(self, path: Path, manifest: IndexManifest, embedder: Embedder | None = None):
         self.path = path
         self.manifest = manifest
-        self._embedder = embedder
+        self._embedder: Embedder | None = embedder
         self._dim_checked: Embedder | None = None
         self.collection: Any
         if manifest.source is not None:  # a user's own collection (sleuth.index.attach)
@@ -106,7 +106,7 @@ class Index(IndexReads, IndexFields):
         weakref.finalize(self, shutil.rmtree, copy, True)
         return copy
 
-    def _get_collection(self):
+    def _get_collection(self) -> Any:
         """The collection this index wrote: it must exist and carry this index's id."""
         name = self.manifest.collection
         try:
@@ -241,7 +241,8 @@ class Index(IndexReads, IndexFields):
     def embedder(self) -> Embedder:
         if self._embedder is None:
             m = self.manifest  # an attached index embeds as its collection does
-            self._embedder = self.collection.embedder() if m.source else make_embedder(m.embedder)
+            made = self.collection.embedder() if m.source else make_embedder(m.embedder)
+            self._embedder = cast(Embedder, made)
         if self._dim_checked is not self._embedder:  # once per embedder, not per query
             self._check_dim(self._embedder)
             self._dim_checked = self._embedder
@@ -269,7 +270,7 @@ class Index(IndexReads, IndexFields):
             )
 
     @property
-    def lexical(self) -> LexicalIndex:
+    def lexical(self) -> LexicalIndex:  # type: ignore[override]  # IndexReads only declares it
         """The published generation's lexical side, rebuilt from Chroma when its folder is
         missing or its stamp does not match the manifest."""
         if self._lexical is None:
@@ -280,11 +281,11 @@ class Index(IndexReads, IndexFields):
             self._lexical = loaded
         return self._lexical
 
-    def _stamp(self) -> dict:
+    def _stamp(self) -> Stamp:
         m = self.manifest
         return {"generation": m.generation, "chunks": m.chunks, "format": LEXICAL_FORMAT}
 
-    def _rebuild_lexical(self, stamp: dict) -> LexicalIndex:
+    def _rebuild_lexical(self, stamp: Stamp) -> LexicalIndex:
         """Rows read back from Chroma, less those of other generations: the keys the published
         one dropped and those an unfinished update writes."""
         skip = set(read_stale(self.path, self.manifest.generation))

@@ -32,7 +32,7 @@ from typing import Any
 
 from sleuth.corpus.models import Chunk, Document
 from sleuth.index.fields import document_metadata
-from sleuth.index.lexical import ChunkRow, LexicalIndex
+from sleuth.index.lexical import ChunkRow, LexicalIndex, Stamp
 from sleuth.io import atomic_write_text
 
 PENDING = "pending.json"
@@ -54,7 +54,7 @@ def document_sha(doc: Document) -> str:
     return hashlib.sha1(payload.encode()).hexdigest()
 
 
-def fingerprint(docs: Sequence[Document], settings: dict) -> str:
+def fingerprint(docs: Sequence[Document], settings: dict[str, object]) -> str:
     """Identifies an ingest's inputs, so an interrupted one is resumed only by the same."""
     h = hashlib.sha256(json.dumps(settings, sort_keys=True).encode())
     for d in docs:
@@ -152,7 +152,7 @@ def _rows(plan: Plan, chunks: list[Chunk], old: dict[str, ChunkRow]) -> list[Chu
     return rows
 
 
-def next_lexical(old: LexicalIndex, plan: Plan, stamp: dict) -> LexicalIndex:
+def next_lexical(old: LexicalIndex, plan: Plan, stamp: Stamp) -> LexicalIndex:
     """The next generation's lexical side: the old rows of documents the plan leaves alone plus
     its new rows (BM25 and grep built again over them; nothing read from Chroma)."""
     drop = set(plan.doc_sha) | set(plan.deleted)  # documents chunked again, or gone
@@ -218,7 +218,7 @@ def unstored(collection: Any, writes: list[tuple[str, Chunk]]) -> list[tuple[str
     return [(k, c) for k, c in writes if stored.get(k, "") != chunk_sha(c)]
 
 
-def read_back(collection: Any, skip: set[str], stamp: dict) -> LexicalIndex:
+def read_back(collection: Any, skip: set[str], stamp: Stamp) -> LexicalIndex:
     """A lexical side from the rows in Chroma, less the keys in ``skip`` (other generations')."""
     rows: list[ChunkRow] = []
     doc_meta: dict[str, dict[str, Any]] = {}

@@ -178,7 +178,7 @@ class HeuristicAgent:
                     or lower in found_titles
                 ):
                     continue
-                scores[name] += weight[doc]
+                scores[name] += weight[doc]  # type: ignore[assignment]  # float counts work
         names = [name for name, _ in scores.most_common(self.bridge_entities)]
         best_text = " ".join(c.text for o in seen for c in o.chunks if doc_id_of(c.id) == best[0])
         known = stems(best_text)

@@ -186,7 +186,7 @@ def selection_features(
     for i, d in enumerate(docs):
         title_stems = stems(bare_title(d.title))
         # A later hop: named by a document that is itself named by one answering the question.
-        chain = max((link_in[j] for j in names[i]), default=0.0)
+        chain: float | np.ndarray = max((link_in[j] for j in names[i]), default=0.0)
         link_out = max((relevance[j] for j in range(len(docs)) if i in names[j]), default=0.0)
         name = bare_title(d.title).lower()
         entity_rr = max(

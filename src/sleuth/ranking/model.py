@@ -50,7 +50,8 @@ class LinearHead(BaseModel):
         x = (pick_columns(features, self.columns, columns) - np.asarray(self.mean)) / np.asarray(
             self.scale
         )
-        return x @ np.asarray(self.weights) + self.bias
+        scores: np.ndarray = x @ np.asarray(self.weights) + self.bias
+        return scores
 
 
 def _head_kind(value: Any) -> str:
@@ -98,7 +99,10 @@ class RankerModel(BaseModel):
 
 
 def fit_head(
-    features: np.ndarray, labels: Sequence[int], columns: Sequence[str], c: float = 1.0
+    features: np.ndarray,
+    labels: np.ndarray | Sequence[int],
+    columns: Sequence[str],
+    c: float = 1.0,
 ) -> LinearHead:
     """Fit one head by L2-regularised logistic regression on standardised features."""
     from sklearn.linear_model import LogisticRegression

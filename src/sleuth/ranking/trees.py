@@ -71,7 +71,7 @@ class TreeHead(BaseModel):
 
 def fit_trees(
     features: np.ndarray,
-    labels: Sequence[int],
+    labels: np.ndarray | Sequence[int],
     groups: Sequence[int],
     columns: Sequence[str],
     rounds: int = TREE_ROUNDS,

@@ -23,8 +23,9 @@ import time
 import warnings
 from collections.abc import Collection, Iterable
 from dataclasses import dataclass
-from re import _constants as C  # noqa: N812
-from re import _parser
+from re import _constants as C  # type: ignore[attr-defined]  # noqa: N812
+from re import _parser  # type: ignore[attr-defined]
+from typing import Any, TypeGuard
 
 import numpy as np
 import regex
@@ -61,12 +62,16 @@ _REPEATS = (C.MAX_REPEAT, C.MIN_REPEAT, C.POSSESSIVE_REPEAT)
 _ONE_CHAR = (C.LITERAL, C.NOT_LITERAL, C.ANY, C.IN)
 
 
+Node = tuple[Any, Any]
+"""One item of ``re``'s parse tree: (opcode, argument); typeshed does not type ``re._parser``."""
+
+
 class GrepError(ToolError):
     """A pattern that cannot be run; the message is what the policy sees."""
 
 
 # -- parse and bound ---------------------------------------------------------------------
-def parse(pattern: str) -> _parser.SubPattern:
+def parse(pattern: str) -> Any:
     """``re`` syntax; warnings (a possible nested set) are errors, as the engines disagree."""
     if len(pattern) > MAX_PATTERN_CHARS:
         raise GrepError(f"pattern is longer than {MAX_PATTERN_CHARS} characters; shorten it")
@@ -84,7 +89,7 @@ def _count(lo: int, hi: int) -> int:
     return max(1, lo if hi == C.MAXREPEAT else hi)
 
 
-def expanded_size(items: Iterable) -> int:
+def expanded_size(items: Iterable[Node]) -> int:
     """Items with every counted repeat multiplied out: what an engine may have to build."""
     total = 0
     for op, av in items:
@@ -118,7 +123,7 @@ def _flags(bits: int) -> str:
     return "".join(letter for bit, letter in _FLAG_LETTERS.items() if bits & bit)
 
 
-def _set(items: list) -> str:
+def _set(items: list[Node]) -> str:
     out = []
     for op, av in items:
         if op == C.NEGATE:
@@ -134,7 +139,7 @@ def _set(items: list) -> str:
     return "[" + "".join(out) + "]"
 
 
-def _repeat(op, lo: int, hi: int, body: list) -> str:
+def _repeat(op: Any, lo: int, hi: int, body: list[Node]) -> str:
     """A single character item is repeated bare: the engine compiles a group repeat slowly."""
     count = f"{{{lo},}}" if hi == C.MAXREPEAT else f"{{{lo},{hi}}}"
     suffix = {C.MAX_REPEAT: "", C.MIN_REPEAT: "?", C.POSSESSIVE_REPEAT: "+"}[op]
@@ -144,7 +149,7 @@ def _repeat(op, lo: int, hi: int, body: list) -> str:
     return f"{text}{count}{suffix}"
 
 
-def unparse(items: Iterable) -> str:
+def unparse(items: Iterable[Node]) -> str:
     """Write a parse tree back out so that ``regex`` reads exactly what ``re`` parsed."""
     out = []
     for op, av in items:
@@ -196,11 +201,11 @@ _UNKNOWN: Facts = (None, [])
 _EMPTY: Facts = (frozenset({""}), [])
 
 
-def _useful(clause: frozenset[str] | None) -> bool:
-    return bool(clause) and "" not in clause
+def _useful(clause: frozenset[str] | None) -> TypeGuard[frozenset[str]]:
+    return clause is not None and bool(clause) and "" not in clause
 
 
-def _sequence(items: Iterable) -> Facts:
+def _sequence(items: Iterable[Node]) -> Facts:
     """Adjacent exact parts multiply out; anything unknown closes the current run."""
     required: list[frozenset[str]] = []
     run: frozenset[str] | None = frozenset({""})
@@ -231,19 +236,20 @@ def _best(f: Facts) -> frozenset[str] | None:
     return max(useful, key=lambda c: (min(map(len, c)), -len(c)), default=None)
 
 
-def _branch(alternatives: list) -> Facts:
+def _branch(alternatives: list[list[Node]]) -> Facts:
     parts = [_sequence(alt) for alt in alternatives]
-    if all(e is not None for e, _ in parts):
-        union = frozenset().union(*(e for e, _ in parts))
+    exacts = [e for e, _ in parts if e is not None]
+    if len(exacts) == len(parts):
+        union = frozenset[str]().union(*exacts)
         if len(union) <= MAX_EXACT:
             return union, []
-    clauses = [_best(p) for p in parts]
-    if any(c is None for c in clauses):
+    clauses = [c for p in parts if (c := _best(p)) is not None]
+    if len(clauses) < len(parts):
         return _UNKNOWN
-    return None, [frozenset().union(*clauses)]
+    return None, [frozenset[str]().union(*clauses)]
 
 
-def _set_exact(items: list) -> frozenset[str] | None:
+def _set_exact(items: list[Node]) -> frozenset[str] | None:
     chars: set[str] = set()
     for op, av in items:
         if op == C.LITERAL:
@@ -255,7 +261,7 @@ def _set_exact(items: list) -> frozenset[str] | None:
     return frozenset(chars) if len(chars) <= 8 else None
 
 
-def _repeated(lo: int, hi: int, body: list) -> Facts:
+def _repeated(lo: int, hi: int, body: list[Node]) -> Facts:
     if lo == 0:
         return _EMPTY if hi == 0 else _UNKNOWN
     exact, required = _sequence(body)
@@ -267,7 +273,7 @@ def _repeated(lo: int, hi: int, body: list) -> Facts:
     return None, required + ([exact] if _useful(exact) else [])
 
 
-def facts(item) -> Facts:
+def facts(item: Node) -> Facts:
     op, av = item
     if op == C.LITERAL:
         return frozenset({chr(av)}), []
@@ -286,7 +292,7 @@ def facts(item) -> Facts:
     return _UNKNOWN
 
 
-def required_clauses(tree) -> list[frozenset[str]]:
+def required_clauses(tree: Iterable[Node]) -> list[frozenset[str]]:
     """Clauses (sets of literals, one of which every match contains) for the whole pattern."""
     exact, required = _sequence(tree)
     return [c for c in [*required, exact] if _useful(c)]
@@ -322,8 +328,9 @@ class Grep:
         """Ascending rows that may match; ``None`` when the literals narrow nothing."""
         best: np.ndarray | None = None
         for clause in self.clauses:
-            parts = [lexical.grep.literal_rows(s) for s in clause]
-            if any(p is None for p in parts):
+            found = [lexical.grep.literal_rows(s) for s in clause]
+            parts = [p for p in found if p is not None]
+            if len(parts) < len(found):
                 continue
             rows = np.unique(np.concatenate(parts)) if len(parts) > 1 else parts[0]
             best = rows if best is None else np.intersect1d(best, rows, assume_unique=True)

@@ -31,6 +31,7 @@ from sleuth.corpus.models import doc_id_of
 from sleuth.errors import InputError
 from sleuth.harness.loop import Harness
 from sleuth.policies.heuristic import trail
+from sleuth.policies.scripted import ScriptedPolicy
 from sleuth.policies.spec import PolicyOptions, build_policy
 from sleuth.policies.transcript import observations
 from sleuth.ranking.features import SEARCH_COLUMNS, SELECTION_COLUMNS, search_features
@@ -163,6 +164,7 @@ def _collect(
     built = build_policy("heuristic" if model else "heuristic-plain", options)
     tools, factory = built.for_tools(toolbox)
     policy = factory(0)
+    assert isinstance(policy, ScriptedPolicy)  # the heuristic agent: it keeps its requests
     with tempfile.TemporaryDirectory() as tmp:
         Harness(tools, policy).run(task.query, Path(tmp) / "run.jsonl")
     seen = observations(policy.requests[-1])

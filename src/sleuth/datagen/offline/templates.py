@@ -68,7 +68,7 @@ def draft_bridge(link: Link, corpus: Corpus, config: OfflineConfig) -> Draft | s
     quote_b, clue_b = picked
     quote_a = _mention_window(a, b, link.sentence, corpus, config)
     clue_a = mask_text(quote_a, masks) if quote_a else ""
-    if OTHER not in clue_a or len(content_words(clue_a)) < config.min_window_words:
+    if not quote_a or OTHER not in clue_a or len(content_words(clue_a)) < config.min_window_words:
         return "weak_link_window"
     others = corpus.mentions.get(b.doc_id, set()) - {a.doc_id}
     if any(normalize(quote_a) in corpus.normalized[d] for d in others):
@@ -109,8 +109,8 @@ def draft_comparison(
     first: Entity, second: Entity, corpus: Corpus, config: OfflineConfig
 ) -> Draft | str:
     """A two-hop comparison: which of two masked people was born (or works came out) first?"""
-    years = [dating_year(e, corpus) for e in (first, second)]
-    if None in years or years[0] == years[1]:
+    year_first, year_second = (dating_year(e, corpus) for e in (first, second))
+    if year_first is None or year_second is None or year_first == year_second:
         return "no_distinct_years"
     masks = [(first, TARGET), (second, OTHER)]
     quotes = [corpus.texts[e.doc_id][slice(*e.sentences[0])] for e in (first, second)]
@@ -118,7 +118,7 @@ def draft_comparison(
     labelled = TARGET in clues[0] and OTHER in clues[1]
     if not labelled or not all(_usable(c, corpus, config) for c in clues):
         return "no_clue_sentence"
-    earlier = first if years[0] < years[1] else second
+    earlier = first if year_first < year_second else second
     question = (
         f"Who was born first, {TARGET} or {OTHER}? Give the name."
         if first.kind == "person"

@@ -35,7 +35,8 @@ def offline_distractors(
     rejected for containing it."""
     pattern = answer_pattern(draft.answer.title, aliases_of(draft.answer))
     hits = corpus.lexical.search(_search_text(" ".join(draft.clues)), config.distractor_depth)
-    kept, rejected = [], 0
+    kept: list[str] = []
+    rejected = 0
     for doc_id in hits:
         if doc_id in draft.gold:
             continue
@@ -61,21 +62,23 @@ def _search_text(text: str) -> str:
 def to_task(draft: Draft, distractors: list[str], ranks: list[int | None], source: str) -> Task:
     """The SPEC §8 record, with the generator's provenance as extra fields."""
     digest = hashlib.sha1("\x1f".join([draft.template, *draft.gold, *draft.clues]).encode())
-    return Task(
-        id=f"offline-{draft.template}-{digest.hexdigest()[:12]}",
-        query=draft.query,
-        answer=draft.answer.title,
-        answer_aliases=aliases_of(draft.answer),
-        gold_doc_ids=list(draft.gold),
-        distractor_doc_ids=distractors,
-        domain=DOMAIN,
-        hops=draft.hops,
-        source=source,
-        generator=OFFLINE_GENERATOR,
-        template=draft.template,
-        clues=list(draft.clues),
-        gold_quotes={d: [e.quote for e in ev] for d, ev in draft.evidence.items()},
-        bm25_top1_gold=1 in ranks,
-        bm25_gold_ranks=ranks,
-        bm25_answer_rank=ranks[draft.gold.index(draft.answer.doc_id)],
+    return Task.model_validate(
+        dict(
+            id=f"offline-{draft.template}-{digest.hexdigest()[:12]}",
+            query=draft.query,
+            answer=draft.answer.title,
+            answer_aliases=aliases_of(draft.answer),
+            gold_doc_ids=list(draft.gold),
+            distractor_doc_ids=distractors,
+            domain=DOMAIN,
+            hops=draft.hops,
+            source=source,
+            generator=OFFLINE_GENERATOR,  # provenance: extra fields, kept by Task
+            template=draft.template,
+            clues=list(draft.clues),
+            gold_quotes={d: [e.quote for e in ev] for d, ev in draft.evidence.items()},
+            bm25_top1_gold=1 in ranks,
+            bm25_gold_ranks=ranks,
+            bm25_answer_rank=ranks[draft.gold.index(draft.answer.doc_id)],
+        )
     )

@@ -19,7 +19,7 @@ import numpy as np
 from sleuth.errors import InputError
 from sleuth.eval import EvalConfig, run_eval
 from sleuth.eval.aggregate import bootstrap_interval
-from sleuth.eval.runner import RESULTS, finished_records
+from sleuth.eval.runner import RESULTS, load_results
 from sleuth.harness.loop import HarnessConfig
 from sleuth.policies.manifest import PolicyManifest, write_manifest
 from sleuth.policies.spec import BuiltPolicy, PolicyOptions, build_policy
@@ -56,14 +56,14 @@ def evaluate(
         folder,
         EvalConfig(concurrency=8, harness_config=harness, progress=False),
     )
-    records = finished_records(folder / RESULTS)
+    records = load_results(folder / RESULTS)
     rows = [records[t.id] for t in tasks]
     values = {
-        "recall_at_5": [r.metrics["recall_at_5"] for r in rows],
-        "final_answer_found": [float(bool(r.metrics["final_answer_found"])) for r in rows],
-        "reward": [r.reward["total"] for r in rows],
-        "trajectory_recall": [r.metrics["trajectory_recall"] for r in rows],
-        "malformed": [float(bool(r.metrics["malformed"])) for r in rows],
+        "recall_at_5": [r.metrics.recall_at_5 for r in rows],
+        "final_answer_found": [float(bool(r.metrics.final_answer_found)) for r in rows],
+        "reward": [r.reward.total for r in rows],
+        "trajectory_recall": [r.metrics.trajectory_recall for r in rows],
+        "malformed": [float(bool(r.metrics.malformed)) for r in rows],
     }
     result: dict[str, Any] = {"n": len(rows)}
     for key, column in values.items():
