@@ -123,8 +123,12 @@ def training_sources(args: argparse.Namespace) -> list[tuple[Toolbox, list[Task]
             tools, tasks = corpus_tools(args, corpus or dataset)
             known = set(tools.index.documents)
             made = [t for t in synthetic_tasks() if set(t.gold_doc_ids) <= known]
-            train = split_tasks(tasks[dataset])[0][: args.train_limit]
-            sources.append((tools, train + made[: args.synthetic]))
+            train = split_tasks(tasks[dataset])[0]
+            if args.train_ids is None:
+                sources.append((tools, train[: args.train_limit] + made[: args.synthetic]))
+            else:  # exactly a ranker file's questions (benchmarks/ranker.py: generated on 2Wiki)
+                made = synthetic_tasks() if dataset == "2Wiki" else []
+                sources.append((tools, [t for t in train + made if t.id in args.train_ids]))
     return sources
 
 
@@ -215,8 +219,11 @@ def parse() -> argparse.Namespace:
     parser.add_argument(
         "--rows", default=",".join([*(f"pooled/{n}" for n in DATASETS), *HANDWRITTEN])
     )
+    parser.add_argument("--train-ids", type=Path, help="train on exactly this ranker's questions")
     args = parser.parse_args()
     args.rows, args.opened = args.rows.split(","), {}
+    if args.train_ids is not None:
+        args.train_ids = set(load_ranker(args.train_ids).question_ids)
     return args
 
 
@@ -232,7 +239,7 @@ def main() -> None:
     if args.prepare == "dev":
         return
     data = cached(
-        args.out / f"train-{args.train_limit}-{args.synthetic}.pkl",  # one training set per OUT
+        args.out / f"train-{'ids' if args.train_ids else args.train_limit}-{args.synthetic}.pkl",
         lambda: collect(args),
     )
     console.print(f"training: {len(data['ids'])} tasks, {data['seconds']:.0f} s to collect")

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sleuth.ranking.chain import CHAIN_COLUMNS, chain_features
-from sleuth.ranking.text import bare_title, mentions, overlap, stems
+from sleuth.ranking.text import bare_title, mentioned_by, mentions, overlap, stems
 
 SEARCH_COLUMNS = (
     "rrf",
@@ -176,18 +176,20 @@ def selection_features(
         for c, d in zip(cover, docs, strict=True)
     ]
     lowered = [f"{d.title}\n{d.text}".lower() for d in docs]
-    # names[i]: the documents whose text names document i's title (its in-links).
-    names = [
-        [j for j in range(len(docs)) if j != i and d.title and mentions(lowered[j], d.title)]
-        for i, d in enumerate(docs)
-    ]
+    # names[i]: the documents whose text names document i's title (its in-links); named[j]: the
+    # documents whose titles document j's text names (its out-links).
+    names = mentioned_by([d.title for d in docs], lowered)
+    named: list[list[int]] = [[] for _ in docs]
+    for i, namers in enumerate(names):
+        for j in namers:
+            named[j].append(i)
     link_in = [max((relevance[j] for j in names[i]), default=0.0) for i in range(len(docs))]
     rows = []
     for i, d in enumerate(docs):
         title_stems = stems(bare_title(d.title))
         # A later hop: named by a document that is itself named by one answering the question.
         chain = max((link_in[j] for j in names[i]), default=0.0)
-        link_out = max((relevance[j] for j in range(len(docs)) if i in names[j]), default=0.0)
+        link_out = max((relevance[j] for j in named[i]), default=0.0)
         name = bare_title(d.title).lower()
         entity_rr = max(
             (
