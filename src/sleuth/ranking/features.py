@@ -38,6 +38,10 @@ SEARCH_COLUMNS = (
 )
 # The corpus graph's personalised PageRank (sleuth.index.graph), as a share of the best seen.
 GRAPH_COLUMNS = ("ppr",)
+COMMON_TITLE = 0.05
+"""A title whose rarest word is in more than this share of the corpus's chunks ("Thanks",
+"Neural network" among neural-network patents, "United States") is a phrase, not a name: a
+document naming it is no link (the links columns). As the corpus graph's hubs link nothing."""
 SELECTION_COLUMNS = (
     "bm25_rel",
     "bm25_rr",
@@ -152,6 +156,7 @@ class QuestionEvidence:
     bm25_rank: dict[str, int]  # 1-based rank of that score among all documents
     dense: dict[str, float]  # best chunk cosine similarity to the question
     ppr: dict[str, float] = field(default_factory=dict)  # corpus-graph PageRank (see GRAPH_COLUMNS)
+    common: set[str] = field(default_factory=set)  # documents whose title is common (COMMON_TITLE)
 
 
 def selection_features(
@@ -178,7 +183,7 @@ def selection_features(
     lowered = [f"{d.title}\n{d.text}".lower() for d in docs]
     # names[i]: the documents whose text names document i's title (its in-links); named[j]: the
     # documents whose titles document j's text names (its out-links).
-    names = mentioned_by([d.title for d in docs], lowered)
+    names = mentioned_by(["" if d.doc_id in evidence.common else d.title for d in docs], lowered)
     named: list[list[int]] = [[] for _ in docs]
     for i, namers in enumerate(names):
         for j in namers:
