@@ -9,7 +9,7 @@ head) with the shipped ranker. The rankings of the two trees must be identical: 
 that changes what the selector returns is a bug, and the script exits 1.
 
     python benchmarks/selector_speed.py --items OUT/dev-MuSiQue-100.pkl \\
-        --index OUT/index/MuSiQue-minilm --before /tmp/before --calls 100
+        --index OUT/index/MuSiQue-minilm --before /tmp/before [--after /tmp/after] --calls 100
 """
 
 from __future__ import annotations
@@ -79,14 +79,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--items", type=Path, required=True)
     parser.add_argument("--index", type=Path, required=True)
-    parser.add_argument("--before", type=Path, help="the other tree (its src/ is imported)")
+    parser.add_argument("--before", type=Path, help="a tree whose src/ is imported (required)")
+    parser.add_argument("--after", type=Path, default=HERE.parent, help="default: this tree")
     parser.add_argument("--calls", type=int, default=100)
     parser.add_argument("--worker", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.worker:
         worker(args.items, args.index)
         return 0
-    trees = {"before": args.before / "src", "after": HERE.parent / "src"}
+    if args.before is None:
+        parser.error("--before is required")
+    trees = {"before": args.before / "src", "after": args.after / "src"}
     procs = {name: start(src, args) for name, src in trees.items()}
     times: dict[str, list[list[float]]] = {name: [] for name in procs}
     differ = 0

@@ -7,8 +7,9 @@ Two feature sets, one per decision:
 * :func:`selection_features` — every document a trajectory has seen, for the original question:
   corpus-wide BM25 and dense evidence for the question, where and how often the searches
   showed it, and the multi-hop signals that plain retrieval lacks: its title is named by a
-  document that answers part of the question (a bridge), or it names one; and its personalised
-  PageRank in the corpus graph seeded by the question's names and the searches' best documents.
+  document that answers part of the question (a bridge), or it names one (a title common in
+  the corpus, :data:`COMMON_TITLE`, names nothing); and its personalised PageRank in the corpus
+  graph seeded by the question's names and the searches' best documents.
 
 Both are plain ``float`` rows in a fixed column order (``*_COLUMNS``); a head stores the names
 of the columns it reads and picks them by name (:func:`pick_columns`). ``FEATURE_GROUPS`` sorts
