@@ -222,8 +222,10 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--train-ids", type=Path, help="train on exactly this ranker's questions")
     args = parser.parse_args()
     args.rows, args.opened = args.rows.split(","), {}
+    args.base = None  # with --train-ids: that ranker, whose search head the written models keep
     if args.train_ids is not None:
-        args.train_ids = set(load_ranker(args.train_ids).question_ids)
+        args.base = load_ranker(args.train_ids)
+        args.train_ids = set(args.base.question_ids)
     return args
 
 
@@ -255,12 +257,13 @@ def main() -> None:
         for r in report[row]:
             console.print(line(f"{row} {r['variant']}", r))
     row0 = args.rows[0]
-    search_head = shipped.search
+    search_head = args.base.search if args.base else data["search"]
     timing = selector_latency(items[row0], search_head, heads, sets[row0][0], args.latency_calls)
     console.print(f"selector call latency: {timing}")
-    about = {"tasks": len(data["ids"]), "command": "benchmarks/ranker_ablation.py"}
+    about = (args.base.trained_on if args.base else {}) | {"tasks": len(data["ids"])}
+    about["command"] = "python " + " ".join(sys.argv)  # adapt reads the kept "config" (linear)
     models = {
-        n: RankerModel(search=data["search"], selection=heads[n], question_ids=data["ids"])
+        n: RankerModel(search=search_head, selection=heads[n], question_ids=data["ids"])
         for n in LEARNERS
     }
     models = {

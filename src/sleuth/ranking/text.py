@@ -47,7 +47,7 @@ def content_words(text: str) -> list[str]:
     return list(dict.fromkeys(w for w in lowered if len(w) > 2 and w not in STOPWORDS))
 
 
-@lru_cache(maxsize=8192)
+@lru_cache(maxsize=2048)  # texts of a few kB: a few MB at most
 def stems(text: str) -> frozenset[str]:
     """The text's content-word stems. Cached: the selector meets the same document texts and
     question at every hop of a question (and twice per call), so each is cut into words once."""
