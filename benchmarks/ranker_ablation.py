@@ -123,8 +123,12 @@ def training_sources(args: argparse.Namespace) -> list[tuple[Toolbox, list[Task]
             tools, tasks = corpus_tools(args, corpus or dataset)
             known = set(tools.index.documents)
             made = [t for t in synthetic_tasks() if set(t.gold_doc_ids) <= known]
-            train = split_tasks(tasks[dataset])[0][: args.train_limit]
-            sources.append((tools, train + made[: args.synthetic]))
+            train = split_tasks(tasks[dataset])[0]
+            if args.train_ids is None:
+                sources.append((tools, train[: args.train_limit] + made[: args.synthetic]))
+            else:  # exactly a ranker file's questions (benchmarks/ranker.py: generated on 2Wiki)
+                made = synthetic_tasks() if dataset == "2Wiki" else []
+                sources.append((tools, [t for t in train + made if t.id in args.train_ids]))
     return sources
 
 
@@ -215,8 +219,13 @@ def parse() -> argparse.Namespace:
     parser.add_argument(
         "--rows", default=",".join([*(f"pooled/{n}" for n in DATASETS), *HANDWRITTEN])
     )
+    parser.add_argument("--train-ids", type=Path, help="train on exactly this ranker's questions")
     args = parser.parse_args()
     args.rows, args.opened = args.rows.split(","), {}
+    args.base = None  # with --train-ids: that ranker, whose search head the written models keep
+    if args.train_ids is not None:
+        args.base = load_ranker(args.train_ids)
+        args.train_ids = set(args.base.question_ids)
     return args
 
 
@@ -232,7 +241,7 @@ def main() -> None:
     if args.prepare == "dev":
         return
     data = cached(
-        args.out / f"train-{args.train_limit}-{args.synthetic}.pkl",  # one training set per OUT
+        args.out / f"train-{'ids' if args.train_ids else args.train_limit}-{args.synthetic}.pkl",
         lambda: collect(args),
     )
     console.print(f"training: {len(data['ids'])} tasks, {data['seconds']:.0f} s to collect")
@@ -248,12 +257,13 @@ def main() -> None:
         for r in report[row]:
             console.print(line(f"{row} {r['variant']}", r))
     row0 = args.rows[0]
-    search_head = shipped.search
+    search_head = args.base.search if args.base else data["search"]
     timing = selector_latency(items[row0], search_head, heads, sets[row0][0], args.latency_calls)
     console.print(f"selector call latency: {timing}")
-    about = {"tasks": len(data["ids"]), "command": "benchmarks/ranker_ablation.py"}
+    about = (args.base.trained_on if args.base else {}) | {"tasks": len(data["ids"])}
+    about["command"] = "python " + " ".join(sys.argv)  # adapt reads the kept "config" (linear)
     models = {
-        n: RankerModel(search=data["search"], selection=heads[n], question_ids=data["ids"])
+        n: RankerModel(search=search_head, selection=heads[n], question_ids=data["ids"])
         for n in LEARNERS
     }
     models = {

@@ -74,7 +74,10 @@ def _planted(index: Path) -> list[str]:
     flipped = {}
     for name in ("search", "selection"):
         head = getattr(shipped, name)
-        flipped[name] = head.model_copy(update={"weights": list(-np.asarray(head.weights))})
+        if head.kind == "trees":  # negate the calibrated log-odds
+            flipped[name] = head.model_copy(update={"platt": (-head.platt[0], -head.platt[1])})
+        else:
+            flipped[name] = head.model_copy(update={"weights": list(-np.asarray(head.weights))})
     shipped.model_copy(update=flipped).save(index / ADAPTED_RANKER)
     return _run(index, "--ranker", str(index / ADAPTED_RANKER))
 

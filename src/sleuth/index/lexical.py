@@ -117,9 +117,10 @@ class LexicalIndex:
     keyed: dict[str, int] = field(init=False)  # Chroma key → row, where the key is not the id
     _recent: OrderedDict[tuple[str, ...], np.ndarray] = field(init=False, repr=False)
     _recent_lock: threading.Lock = field(init=False, repr=False)
+    _shares: dict[str, float] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._recent, self._recent_lock = OrderedDict(), threading.Lock()
+        self._recent, self._recent_lock, self._shares = OrderedDict(), threading.Lock(), {}
         self.row_of = {r.id: i for i, r in enumerate(self.rows)}
         self.keyed = {r.key: i for i, r in enumerate(self.rows) if r.key}
         self.rows_of_doc = {}
@@ -215,6 +216,20 @@ class LexicalIndex:
                 while len(self._recent) > RECENT_SCORES:
                     self._recent.popitem(last=False)
         return scores.astype(np.float64)  # a copy: callers mask it
+
+    def word_share(self, text: str) -> float:
+        """Share of chunks that hold the rarest indexed word of ``text`` (0.0 when none is
+        indexed): how common a phrase is in this corpus. Kept per text (titles recur)."""
+        share = self._shares.get(text)
+        if share is None:
+            share = 0.0
+            if self.retriever is not None and self.rows:
+                vocab, indptr = self.retriever.vocab_dict, self.retriever.scores["indptr"]
+                ids = [vocab[t] for t in tokenize([text])[0] if t in vocab]
+                if ids:
+                    share = min(int(indptr[i + 1] - indptr[i]) for i in ids) / len(self.rows)
+            self._shares[text] = share
+        return share
 
     def rows_for(self, ids: Iterable[str]) -> np.ndarray:
         return np.fromiter((self.row_of[i] for i in ids if i in self.row_of), dtype=np.int64)

@@ -14,7 +14,8 @@ from collections.abc import Collection, Mapping
 import numpy as np
 
 from sleuth.index import Index
-from sleuth.ranking.features import QuestionEvidence
+from sleuth.ranking.features import COMMON_TITLE, QuestionEvidence
+from sleuth.ranking.text import bare_title
 
 
 def question_evidence(
@@ -24,7 +25,8 @@ def question_evidence(
     seeds: Mapping[str, float] | None = None,
 ) -> QuestionEvidence:
     """BM25 score and corpus rank, dense similarity, and corpus-graph PageRank (seeded by the
-    question's names and ``seeds``, document → weight) of each of ``doc_ids`` for ``question``."""
+    question's names and ``seeds``, document → weight) of each of ``doc_ids`` for ``question``,
+    and which of them have a common title (:data:`COMMON_TITLE`)."""
     lexical = index.lexical
     wanted = [d for d in dict.fromkeys(doc_ids) if d in lexical.rows_of_doc]
     bm25: dict[str, float] = {}
@@ -49,7 +51,11 @@ def question_evidence(
         graph = index.graph
         scores = graph.scores(question, seeds or {})
         ppr = {d: float(scores[graph.doc_number[d]]) for d in wanted if d in graph.doc_number}
-    return QuestionEvidence(bm25=bm25, bm25_rank=bm25_rank, dense=dense, ppr=ppr)
+    titles = {d: lexical.rows[lexical.rows_of_doc[d][0]].title for d in wanted}
+    common = {
+        d for d, t in titles.items() if t and lexical.word_share(bare_title(t)) > COMMON_TITLE
+    }
+    return QuestionEvidence(bm25=bm25, bm25_rank=bm25_rank, dense=dense, ppr=ppr, common=common)
 
 
 def _best_per_document(doc_of_row: np.ndarray, scores: np.ndarray, n_docs: int) -> np.ndarray:

@@ -7,8 +7,9 @@ Two feature sets, one per decision:
 * :func:`selection_features` — every document a trajectory has seen, for the original question:
   corpus-wide BM25 and dense evidence for the question, where and how often the searches
   showed it, and the multi-hop signals that plain retrieval lacks: its title is named by a
-  document that answers part of the question (a bridge), or it names one; and its personalised
-  PageRank in the corpus graph seeded by the question's names and the searches' best documents.
+  document that answers part of the question (a bridge), or it names one (a title common in
+  the corpus, :data:`COMMON_TITLE`, names nothing); and its personalised PageRank in the corpus
+  graph seeded by the question's names and the searches' best documents.
 
 Both are plain ``float`` rows in a fixed column order (``*_COLUMNS``); a head stores the names
 of the columns it reads and picks them by name (:func:`pick_columns`). ``FEATURE_GROUPS`` sorts
@@ -24,7 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sleuth.ranking.chain import CHAIN_COLUMNS, chain_features
-from sleuth.ranking.text import bare_title, mentions, overlap, stems
+from sleuth.ranking.text import bare_title, mentioned_by, mentions, overlap, stems
 
 SEARCH_COLUMNS = (
     "rrf",
@@ -38,6 +39,10 @@ SEARCH_COLUMNS = (
 )
 # The corpus graph's personalised PageRank (sleuth.index.graph), as a share of the best seen.
 GRAPH_COLUMNS = ("ppr",)
+COMMON_TITLE = 0.05
+"""A title whose rarest word is in more than this share of the corpus's chunks ("Thanks",
+"Neural network" among neural-network patents, "United States") is a phrase, not a name: a
+document naming it is no link (the links columns). As the corpus graph's hubs link nothing."""
 SELECTION_COLUMNS = (
     "bm25_rel",
     "bm25_rr",
@@ -152,6 +157,7 @@ class QuestionEvidence:
     bm25_rank: dict[str, int]  # 1-based rank of that score among all documents
     dense: dict[str, float]  # best chunk cosine similarity to the question
     ppr: dict[str, float] = field(default_factory=dict)  # corpus-graph PageRank (see GRAPH_COLUMNS)
+    common: set[str] = field(default_factory=set)  # documents whose title is common (COMMON_TITLE)
 
 
 def selection_features(
@@ -176,18 +182,20 @@ def selection_features(
         for c, d in zip(cover, docs, strict=True)
     ]
     lowered = [f"{d.title}\n{d.text}".lower() for d in docs]
-    # names[i]: the documents whose text names document i's title (its in-links).
-    names = [
-        [j for j in range(len(docs)) if j != i and d.title and mentions(lowered[j], d.title)]
-        for i, d in enumerate(docs)
-    ]
+    # names[i]: the documents whose text names document i's title (its in-links); named[j]: the
+    # documents whose titles document j's text names (its out-links).
+    names = mentioned_by(["" if d.doc_id in evidence.common else d.title for d in docs], lowered)
+    named: list[list[int]] = [[] for _ in docs]
+    for i, namers in enumerate(names):
+        for j in namers:
+            named[j].append(i)
     link_in = [max((relevance[j] for j in names[i]), default=0.0) for i in range(len(docs))]
     rows = []
     for i, d in enumerate(docs):
         title_stems = stems(bare_title(d.title))
         # A later hop: named by a document that is itself named by one answering the question.
         chain: float | np.ndarray = max((link_in[j] for j in names[i]), default=0.0)
-        link_out = max((relevance[j] for j in range(len(docs)) if i in names[j]), default=0.0)
+        link_out = max((relevance[j] for j in named[i]), default=0.0)
         name = bare_title(d.title).lower()
         entity_rr = max(
             (

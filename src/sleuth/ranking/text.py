@@ -7,6 +7,9 @@ Words are compared lower-cased and cut to ``STEM`` characters, a crude stemmer t
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
+from collections.abc import Set as AbstractSet
+from functools import lru_cache
 
 STEM = 6
 _WORD = re.compile(r"\w[\w'’&-]*")
@@ -44,11 +47,14 @@ def content_words(text: str) -> list[str]:
     return list(dict.fromkeys(w for w in lowered if len(w) > 2 and w not in STOPWORDS))
 
 
-def stems(text: str) -> set[str]:
-    return {w[:STEM] for w in content_words(text)}
+@lru_cache(maxsize=2048)  # texts of a few kB: a few MB at most
+def stems(text: str) -> frozenset[str]:
+    """The text's content-word stems. Cached: the selector meets the same document texts and
+    question at every hop of a question (and twice per call), so each is cut into words once."""
+    return frozenset(w[:STEM] for w in content_words(text))
 
 
-def overlap(wanted: set[str], text: str) -> float:
+def overlap(wanted: AbstractSet[str], text: str) -> float:
     """Share of ``wanted`` stems that occur in ``text`` (1.0 when nothing is wanted)."""
     return len(wanted & stems(text)) / len(wanted) if wanted else 1.0
 
@@ -76,7 +82,28 @@ def bare_title(title: str) -> str:
 
 def mentions(text_lower: str, title: str) -> bool:
     """Whether ``text_lower`` (already lower-cased) names ``title`` as whole words."""
-    name = bare_title(title).lower()
+    return holds_name(text_lower, bare_title(title).lower())
+
+
+def mentioned_by(titles: Sequence[str], texts_lower: Sequence[str]) -> list[list[int]]:
+    """Per title i, the indices j ≠ i of the texts (lower-cased) that name it (:func:`mentions`).
+
+    The selector asks this of every pair of seen documents at every hop: each title is cut to its
+    name once, and a plain substring test skips the pairs that cannot match."""
+    found: list[list[int]] = []
+    for i, title in enumerate(titles):
+        name = bare_title(title).lower() if title else ""
+        if len(name) < 3:
+            found.append([])
+            continue
+        found.append(
+            [j for j, t in enumerate(texts_lower) if j != i and name in t and holds_name(t, name)]
+        )
+    return found
+
+
+def holds_name(text_lower: str, name: str) -> bool:
+    """Whether ``text_lower`` holds ``name`` (lower-cased, 3+ characters) as whole words."""
     if len(name) < 3:
         return False
     start = text_lower.find(name)

@@ -53,8 +53,9 @@ class RankerTrainConfig:
     refit_passes: int = 1
     """Extra agent passes that refit the selection head with the search head in use."""
     learner: str = "linear"
-    """The selection head: ``linear`` (logistic regression; the shipped ranker's) or ``gbdt``
-    (LambdaRank trees: higher R@2 in ``ranker_ablation.py``, not yet trained on 2Wiki)."""
+    """The selection head: ``linear`` (logistic regression: fits in seconds on a few hundred
+    tasks, what ``sleuth adapt`` uses) or ``gbdt`` (LambdaRank trees: the shipped ranker's, ahead
+    of linear on the HotpotQA and 2Wiki dev rows, docs/RESULTS.md)."""
 
     def __post_init__(self) -> None:
         if self.learner not in LEARNERS:
