@@ -7,6 +7,8 @@ Words are compared lower-cased and cut to ``STEM`` characters, a crude stemmer t
 from __future__ import annotations
 
 import re
+from collections.abc import Set as AbstractSet
+from functools import lru_cache
 
 STEM = 6
 _WORD = re.compile(r"\w[\w'’&-]*")
@@ -44,11 +46,14 @@ def content_words(text: str) -> list[str]:
     return list(dict.fromkeys(w for w in lowered if len(w) > 2 and w not in STOPWORDS))
 
 
-def stems(text: str) -> set[str]:
-    return {w[:STEM] for w in content_words(text)}
+@lru_cache(maxsize=8192)
+def stems(text: str) -> frozenset[str]:
+    """Kept by text: the selector and the search features stem the same chunks and the same
+    question every hop (~1,700 calls a default-agent question, most of them repeats)."""
+    return frozenset(w[:STEM] for w in content_words(text))
 
 
-def overlap(wanted: set[str], text: str) -> float:
+def overlap(wanted: AbstractSet[str], text: str) -> float:
     """Share of ``wanted`` stems that occur in ``text`` (1.0 when nothing is wanted)."""
     return len(wanted & stems(text)) / len(wanted) if wanted else 1.0
 
