@@ -86,6 +86,8 @@ def worker(index_dir: Path, embedder: str | None) -> None:
             result = agent.search(msg["q"], trajectory=runs / f"{p}-{msg['i']}.jsonl")
             out[p] = time.perf_counter() - t0
             out[f"{p}_docs"] = [d.id for d in result.documents]
+            t = result.timings
+            out[f"{p}_split"] = [t.policy_s, t.tools_s, t.harness_s]
         print(json.dumps(out), flush=True)
 
 
@@ -142,6 +144,39 @@ def ask(proc: subprocess.Popen[str], msg: dict[str, Any] | None) -> str:
     return line
 
 
+def timed(
+    procs: dict[str, subprocess.Popen[str]], qs: list[str], warmup: int
+) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
+    """Each question to every worker in turn (alternating which goes first): their replies
+    after the warm-up, and the questions on which their final lists differ."""
+    got: dict[str, list[dict[str, Any]]] = {t: [] for t in procs}
+    differ = []
+    for i, q in enumerate(qs):
+        order = list(procs) if i % 2 == 0 else list(reversed(procs))
+        replies = {t: json.loads(ask(procs[t], {"i": i, "q": q})) for t in order}
+        if len({json.dumps(r["heuristic_docs"]) for r in replies.values()}) > 1:
+            differ.append(q)
+        if i >= warmup:
+            for t, r in replies.items():
+                got[t].append(r)
+    return got, differ
+
+
+def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Medians of one tree's replies: s/q of each policy, their ratio, the default's split."""
+    sp = statistics.median(r["single-pass"] for r in rows)
+    h = statistics.median(r["heuristic"] for r in rows)
+    return {
+        "single_pass_s": sp,
+        "default_s": h,
+        "ratio": h / sp,
+        "median_of_ratios": statistics.median(r["heuristic"] / r["single-pass"] for r in rows),
+        "default_policy_tools_harness_s": [
+            statistics.median(r["heuristic_split"][k] for r in rows) for k in range(3)
+        ],
+    }
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--index", type=Path, required=True)
@@ -173,34 +208,19 @@ def main() -> None:
             shutil.copytree(a.index, index)
         procs[label] = start(label, src, index, a)
     load0 = os.getloadavg()[0]
-    times: dict[str, dict[str, list[float]]] = {
-        t: {"single-pass": [], "heuristic": []} for t in trees
-    }
-    differ = []
-    for i, q in enumerate(qs[: a.warmup + a.n]):
-        order = list(procs) if i % 2 == 0 else list(reversed(procs))
-        got = {t: json.loads(ask(procs[t], {"i": i, "q": q})) for t in order}
-        if len({json.dumps(g["heuristic_docs"]) for g in got.values()}) > 1:
-            differ.append(q)
-        if i >= a.warmup:
-            for t, g in got.items():
-                for p in ("single-pass", "heuristic"):
-                    times[t][p].append(g[p])
+    got, differ = timed(procs, qs[: a.warmup + a.n], a.warmup)
     report: dict[str, Any] = {"questions": a.n, "load": [load0, os.getloadavg()[0]], "trees": {}}
     print(f"\n{a.n} questions, {a.index} (load {load0:.1f})\n")
-    print("| code | single-pass s/q | default s/q | ratio |\n|---|---|---|---|")
-    for t, ts in times.items():
-        sp, h = statistics.median(ts["single-pass"]), statistics.median(ts["heuristic"])
-        ratios = [b / s for s, b in zip(ts["single-pass"], ts["heuristic"], strict=True)]
-        report["trees"][t] = {
-            "single_pass_s": sp,
-            "default_s": h,
-            "ratio": h / sp,
-            "median_of_ratios": statistics.median(ratios),
-        }
-        print(f"| {t} | {sp:.3f} | {h:.3f} | {h / sp:.1f}x |")
+    print("| code | single-pass s/q | default s/q | ratio | default: policy / tools / harness s |")
+    print("|---|---|---|---|---|")
+    for t, rows in got.items():
+        report["trees"][t] = r = summary(rows)
+        split = " / ".join(f"{x:.3f}" for x in r["default_policy_tools_harness_s"])
+        print(
+            f"| {t} | {r['single_pass_s']:.3f} | {r['default_s']:.3f} | {r['ratio']:.1f}x | {split} |"
+        )
     if len(trees) > 1:
-        b, n = (statistics.median(times[t]["heuristic"]) for t in trees)
+        b, n = (report["trees"][t]["default_s"] for t in trees)
         print(f"\ndefault agent, this / baseline: {n / b:.2f}x the time")
         print(f"final lists differ on {len(differ)} of {a.warmup + a.n} questions")
     report["differ"] = differ
