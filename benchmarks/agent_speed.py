@@ -34,8 +34,8 @@ HERE = Path(__file__).resolve()
 STAGES = {
     "run_query (whole question)": ("harness/run.py", "run_query"),
     "search_corpus": ("tools/toolbox.py", "search_corpus"),
-    "  query embedding": ("embed/onnx.py", "embed_query"),
-    "  query embedding (torch)": ("embed/__init__.py", "embed_query"),
+    "  query embedding (cached by text)": ("embed/__init__.py", "embed_query"),
+    "    computed": ("embed/__init__.py", "_cached_query"),
     "  BM25 top k": ("index/reads.py", "lexical_search"),
     "  dense top k (Chroma)": ("index/reads.py", "dense_search"),
     "    Chroma count()": ("api/models/Collection.py", "count"),
