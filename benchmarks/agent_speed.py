@@ -11,7 +11,7 @@ agent per worker (tools in turn: cProfile sees one thread) with its time by stag
 
     nice -n 10 python benchmarks/agent_speed.py --index /work/runs/q-musique/index/MuSiQue-minilm \
         --embedder minilm-onnx-int8 --questions /work/runs/q-musique/MuSiQue/heuristic/results.jsonl \
-        --baseline-src /tmp/sleuth-base/src --profile
+        --baseline-src /tmp/sleuth-base/src --profile 8
 """
 
 from __future__ import annotations
@@ -30,13 +30,13 @@ from typing import Any
 
 HERE = Path(__file__).resolve()
 # Stage -> (file suffix, function name): a function's cumulative seconds in the profile. Stages
-# nest (a search's Chroma query sits inside search_corpus), so they do not add up.
+# nest (a search's Chroma query sits inside search_corpus), so they do not add up. BM25 runs on
+# the toolbox's own thread beside the dense query, which cProfile does not see.
 STAGES = {
     "run_query (whole question)": ("harness/run.py", "run_query"),
     "search_corpus": ("tools/toolbox.py", "search_corpus"),
     "  query embedding (cached by text)": ("embed/__init__.py", "embed_query"),
     "    computed": ("embed/__init__.py", "_cached_query"),
-    "  BM25 top k": ("index/reads.py", "lexical_search"),
     "  dense top k (Chroma)": ("index/reads.py", "dense_search"),
     "    Chroma count()": ("api/models/Collection.py", "count"),
     "  search features": ("ranking/features.py", "search_features"),
@@ -230,7 +230,7 @@ def main() -> None:
             report["trees"][t]["profile"] = prof = json.loads(ask(proc, {"profile": extra}))
             print(f"\nprofile ({t}, {len(extra)} questions, tools in turn): s/q, calls/q")
             for stage, (s, c) in prof["stages"].items():
-                print(f"  {stage:32s} {s:7.4f}  {c:6.1f}")
+                print(f"  {stage:36s} {s:7.4f}  {c:6.1f}")
     for proc in procs.values():
         assert proc.stdin is not None
         proc.stdin.close()
