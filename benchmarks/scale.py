@@ -145,11 +145,9 @@ def phase_serve(n: int, folder: Path, questions: int, profile: bool) -> dict:
 
 def profile_agent(index, qs: list[str], runs: Path) -> dict:
     """cProfile of the default agent on ``qs`` (tools run in turn: cProfile sees one thread):
-    the top functions by cumulative seconds a question."""
-    import cProfile
-    import pstats
-
+    seconds a question by stage and the top functions (``agent_speed.profile``)."""
     import sleuth
+    from agent_speed import profile
     from sleuth.harness.loop import HarnessConfig
 
     agent = sleuth.Agent(index, harness=HarnessConfig(parallel_tools=False))
@@ -157,18 +155,7 @@ def profile_agent(index, qs: list[str], runs: Path) -> dict:
     for i, q in enumerate(qs):
         agent.search(q, trajectory=runs / f"plain-{i}.jsonl")
     plain_s = (time.perf_counter() - t0) / len(qs)
-    prof = cProfile.Profile()
-    prof.enable()
-    for i, q in enumerate(qs):
-        agent.search(q, trajectory=runs / f"profile-{i}.jsonl")
-    prof.disable()
-    stats = pstats.Stats(prof)
-    rows = []
-    for (file, line, name), (_cc, nc, tt, ct, _callers) in stats.stats.items():  # type: ignore[attr-defined]
-        short = f"{Path(file).parent.name}/{Path(file).name}:{line}:{name}"
-        rows.append([short, nc, round(tt / len(qs), 4), round(ct / len(qs), 4)])
-    rows.sort(key=lambda r: -r[3])
-    return {"sequential_tools_s_per_question": round(plain_s, 3), "top": rows[:60]}
+    return {"sequential_tools_s_per_question": round(plain_s, 3), **profile(index, qs, runs)}
 
 
 def phase_embed(n: int) -> dict:

@@ -113,3 +113,11 @@ def test_dense_search_and_kept_vectors_answer_as_chroma_does(tmp_path) -> None:
     index.ingest([Document(id="d3", text="an entirely new text about rivers")])
     assert np.array_equal(index.embeddings([ids[3]]), stored([ids[3]]))  # a new ingest: refetched
     assert not np.array_equal(before, index.embeddings([ids[3]]))
+    qvecs = [index.embedder.embed_query(q) for q in ("king castle", "war song", "city")]
+    expected = [_dense_reference(index, qvec, 5, set()) for qvec in qvecs]
+    counts: list[int] = []
+    count = index.collection.count
+    index.collection.count = lambda: counts.append(1) or count()
+    assert [index.dense_search(qvec, 5) for qvec in qvecs] == expected
+    assert len(counts) == 1  # after the ingest, once: count() is a table scan, kept with lexical
+    index.collection.count = count

@@ -202,3 +202,20 @@ def test_evidence_sentence_is_a_bounded_piece_of_the_text(question, text, limit)
     quote = evidence_sentence(question, text, limit=limit)
     assert len(quote) <= limit
     assert quote.removesuffix("…").rstrip() in " ".join(text.split())
+
+
+def test_evidence_ranks_documents_by_their_best_chunk_against_the_whole_corpus(small_index):
+    from sleuth.ranking.evidence import question_evidence
+
+    index, tasks = small_index
+    lexical = index.lexical
+    for task in tasks[:4]:
+        docs = list(lexical.rows_of_doc)[:12]
+        scores = lexical.scores(task.query)
+        assert scores is not None
+        best = {d: max(float(scores[i]) for i in rows) for d, rows in lexical.rows_of_doc.items()}
+        expected = {d: 1 + sum(v > best[d] for v in best.values()) for d in docs if best[d] > 0}
+        for _ in range(2):  # the second asks again: kept per question, same answer
+            got = question_evidence(index, task.query, docs)
+            assert got.bm25_rank == expected
+            assert got.bm25 == {d: best[d] for d in docs}

@@ -60,14 +60,18 @@ def atomic_write_text(path: str | Path, text: str) -> None:
     atomic_write_bytes(path, safe_text(text).encode("utf-8"))
 
 
-def append_jsonl(path: str | Path, record: dict[str, Any]) -> None:
-    """Append one JSON line and fsync, so a crash loses at most the line being written."""
+def append_jsonl(path: str | Path, record: dict[str, Any], *, sync: bool = True) -> None:
+    """Append one JSON line and fsync, so a crash loses at most the line being written.
+
+    ``sync=False`` leaves the fsync to a later line (a trajectory's end): the line is written
+    and flushed, so it survives the process crashing, though not the machine losing power."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     with open(path, "a", encoding="utf-8") as f:
         f.write(json_text(record) + "\n")
         f.flush()
-        os.fsync(f.fileno())
+        if sync:
+            os.fsync(f.fileno())
 
 
 class JsonLineError(json.JSONDecodeError):

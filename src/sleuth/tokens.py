@@ -12,7 +12,7 @@ import gzip
 import hashlib
 import os
 import threading
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from pathlib import Path
 from typing import Protocol
@@ -100,7 +100,14 @@ class TiktokenCounter:
         return self.encoding.decode(ids)
 
     def count(self, text: str) -> int:
-        return len(self.encode(text))
+        return _cached_count(self, text)
+
+
+@lru_cache(maxsize=8192)
+def _cached_count(counter: TiktokenCounter, text: str) -> int:
+    """Kept by text: an agent's searches return the same chunks again and again, each block
+    counted for packing (~175 counts a default-agent question, most of them repeats)."""
+    return len(counter.encode(text))
 
 
 @cache

@@ -3,12 +3,14 @@
 File layout, one JSON object per line, each with ``kind`` and ``schema_version``:
 
 * ``header``: run id, query, system prompt, user message, tool schemas, settings, policy name;
-* ``turn``: one per policy call, appended (with fsync) as soon as the turn ends: the exact
+* ``turn``: one per policy call, appended (and flushed) as soon as the turn ends: the exact
   messages sent, the policy output (text, reasoning, token ids, log-probs), every tool call
   with its parsed arguments and full result, prune events, usage and timings;
 * ``end``: the parsed final answer, the stop reason, any error and the wall time.
 
-A crash loses at most the turn in progress; :func:`load_trajectory` rebuilds what was written,
+A crashed process loses at most the turn in progress; the file is fsynced once, with its ``end``
+line (an fsync per turn cost a default-agent question ~20 ms, benchmarks/agent_speed.py), so a
+power loss mid-run may lose its turns too. :func:`load_trajectory` rebuilds what was written,
 with ``stop_reason`` left ``None`` when the ``end`` line is missing.
 """
 
@@ -167,7 +169,8 @@ _END_FIELDS = ("answer", "stop_reason", "error", "wall_time_s")
 
 
 class TrajectoryWriter:
-    """Writes one trajectory file as the run goes; every line is fsynced. ``path=None``: no-op."""
+    """Writes one trajectory file as the run goes, each line flushed, the file fsynced at its
+    end. ``path=None``: no-op."""
 
     def __init__(self, path: str | Path | None):
         self.path = Path(path) if path is not None else None
@@ -181,7 +184,7 @@ class TrajectoryWriter:
     def turn(self, turn: Turn) -> None:
         if self.path is not None:
             record = {"kind": "turn", "schema_version": SCHEMA_VERSION}
-            append_jsonl(self.path, record | turn.model_dump(mode="json"))
+            append_jsonl(self.path, record | turn.model_dump(mode="json"), sync=False)
 
     def end(self, trajectory: Trajectory) -> None:
         if self.path is not None:

@@ -9,11 +9,14 @@ for a few milliseconds.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Collection, Mapping
 
 import numpy as np
 
 from sleuth.index import Index
+from sleuth.index.lexical import LexicalIndex
 from sleuth.ranking.features import COMMON_TITLE, QuestionEvidence
 from sleuth.ranking.text import bare_title
 
@@ -31,14 +34,15 @@ def question_evidence(
     wanted = [d for d in dict.fromkeys(doc_ids) if d in lexical.rows_of_doc]
     bm25: dict[str, float] = {}
     bm25_rank: dict[str, int] = {}
-    scores = lexical.scores(question)
-    if scores is not None:
-        best = _best_per_document(lexical.doc_of_row, scores, len(lexical.rows_of_doc))
+    ranked = _document_scores(lexical, question)
+    if ranked is not None:
+        best, ascending = ranked
         for doc in wanted:
             value = float(best[lexical.doc_number[doc]])
             bm25[doc] = value
-            if value > 0:
-                bm25_rank[doc] = 1 + int(np.count_nonzero(best > value))
+            if value > 0:  # 1 + the documents scoring more
+                above = len(ascending) - int(np.searchsorted(ascending, value, side="right"))
+                bm25_rank[doc] = 1 + above
     dense: dict[str, float] = {}
     if wanted:
         chunk_ids = [lexical.rows[i].id for d in wanted for i in lexical.rows_of_doc[d]]
@@ -56,6 +60,34 @@ def question_evidence(
         d for d, t in titles.items() if t and lexical.word_share(bare_title(t)) > COMMON_TITLE
     }
     return QuestionEvidence(bm25=bm25, bm25_rank=bm25_rank, dense=dense, ppr=ppr, common=common)
+
+
+_KEPT = 8
+_kept: OrderedDict[tuple[int, str], tuple[LexicalIndex, np.ndarray, np.ndarray]] = OrderedDict()
+_kept_lock = threading.Lock()
+
+
+def _document_scores(lexical: LexicalIndex, question: str) -> tuple[np.ndarray, np.ndarray] | None:
+    """Each document's best chunk BM25 score for ``question``, and those scores sorted.
+
+    Kept for the last :data:`_KEPT` questions: the selector asks at every hop, and at 100k
+    chunks the per-document maximum and one rank count per seen document cost ~10 ms a hop."""
+    key = (id(lexical), question)
+    with _kept_lock:
+        hit = _kept.get(key)
+        if hit is not None and hit[0] is lexical:
+            _kept.move_to_end(key)
+            return hit[1], hit[2]
+    scores = lexical.scores(question)
+    if scores is None:
+        return None
+    best = _best_per_document(lexical.doc_of_row, scores, len(lexical.rows_of_doc))
+    ascending = np.sort(best)
+    with _kept_lock:
+        _kept[key] = (lexical, best, ascending)
+        while len(_kept) > _KEPT:
+            _kept.popitem(last=False)
+    return best, ascending
 
 
 def _best_per_document(doc_of_row: np.ndarray, scores: np.ndarray, n_docs: int) -> np.ndarray:
