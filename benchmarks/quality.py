@@ -48,13 +48,14 @@ from sleuth.index import Index
 from sleuth.policies import parse_policy_spec
 from sleuth.policies.baselines import POLICY_NAMES
 from sleuth.policies.spec import SCRIPTED, BuiltPolicy
+from sleuth.ranking.model import LEARNERS
 from sleuth.tasks import Task
 from sleuth.tools.toolbox import Toolbox
 from sleuth.train.adapt import AdaptConfig
 from sleuth.train.recipes.data import open_index
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _adapt import ADAPTED, adapt_rows, built_policy, versus_shipped  # noqa: E402
+from _adapt import adapt_rows, adapted_rows, built_policy, versus_shipped  # noqa: E402
 from _datasets import DATASETS, HANDWRITTEN, POOLS, Corpus, load_corpus  # noqa: E402
 from _report import (  # noqa: E402
     INTERVAL_KEYS,
@@ -161,7 +162,7 @@ def evaluate(
     per_question: PerQuestion = {}
     for policy in policies:
         t0 = time.perf_counter()
-        built = built_policy(policy, index)
+        built = built_policy(policy, index, out.parent)
         records = policy_records(everything, built, toolbox, out / policy, concurrency)
         console.print(f"  {corpus.name} {policy}: {time.perf_counter() - t0:.0f} s")
         by_id = {r.task_id: r for r in records}
@@ -203,6 +204,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--embedder", default="minilm")
     parser.add_argument("--docs", type=int, default=None, help="index gold + N others (a check)")
     parser.add_argument("--adapt", type=int, default=None, help="sleuth adapt --tasks N first")
+    parser.add_argument("--adapt-learners", default=None, help="e.g. linear,gbdt (one row each)")
     args = parser.parse_args(argv)
     args.datasets = _names(args.datasets, NAMES, "dataset")
     args.policies = _names(args.policies, list(SCRIPTED), "policy")
@@ -215,7 +217,11 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     if args.adapt is not None:
         if args.adapt < AdaptConfig.tasks_needed:
             raise InputError(f"--adapt ({args.adapt}) must be at least {AdaptConfig.tasks_needed}")
-        args.policies = [p for p in args.policies if p != ADAPTED] + [ADAPTED]
+        args.adapt_learners = args.adapt_learners and _names(
+            args.adapt_learners, LEARNERS, "learner"
+        )
+        adapted = adapted_rows(args.adapt_learners)
+        args.policies = [p for p in args.policies if p not in adapted] + adapted
     if args.concurrency < 1:
         raise InputError(f"--concurrency ({args.concurrency}) must be at least 1")
     args.train = read_train_ids(args.train_ids)
@@ -244,7 +250,7 @@ def dataset_rows(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     took = time.perf_counter() - started
     console.print(f"{name}: {len(corpus.docs)} documents, {len(index)} chunks ({took:.0f} s)")
     if args.adapt is not None:
-        adapt_rows(name, index, args.adapt, args.out, console)
+        adapt_rows(name, index, args.adapt, args.adapt_learners, args.out, console)
     rows = evaluate(
         corpus,
         index,
