@@ -6,6 +6,7 @@ tasks and the single-pass and shipped held-out runs are shared) and adds one
 
 from __future__ import annotations
 
+import argparse
 import shutil
 import time
 from pathlib import Path
@@ -13,17 +14,46 @@ from typing import Any
 
 from rich.console import Console
 
+from sleuth.errors import InputError
 from sleuth.eval import load_results
 from sleuth.eval.aggregate import paired_bootstrap_difference
 from sleuth.index import Index
 from sleuth.policies.spec import BuiltPolicy, PolicyOptions, build_policy
 from sleuth.ranking.adapted import SHIPPED, adapted_path
+from sleuth.ranking.model import LEARNERS
 from sleuth.train.adapt import AdaptConfig, AdaptReport, adapt_index
 
 SHIPPED_ROW = "heuristic"
 KEYS = ("recall_at_2", "recall_at_5", "final_answer_found")
 ADAPTED = "heuristic-adapted"
 """The default agent with the ranker ``sleuth adapt`` stored in the index."""
+
+
+def add_adapt_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--adapt", type=int, default=None, help="sleuth adapt --tasks N first")
+    parser.add_argument("--adapt-learners", default=None, help="e.g. linear,gbdt (one row each)")
+    parser.add_argument("--adapt-seed", type=int, default=None, help="sleuth adapt --seed")
+
+
+def check_adapt_arguments(args: argparse.Namespace) -> None:
+    """Check the adapt options and add the adapted rows to ``args.policies``.
+
+    Raises:
+        InputError: too few tasks, or an unknown learner.
+    """
+    if args.adapt is None:
+        return
+    if args.adapt < AdaptConfig.tasks_needed:
+        raise InputError(f"--adapt ({args.adapt}) must be at least {AdaptConfig.tasks_needed}")
+    if args.adapt_learners is not None:
+        names = [n.strip() for n in args.adapt_learners.split(",") if n.strip()]
+        unknown = [n for n in names if n not in LEARNERS]
+        if unknown or not names:
+            shown = unknown or repr(args.adapt_learners)
+            raise InputError(f"unknown learner {shown}; choose from {', '.join(LEARNERS)}")
+        args.adapt_learners = names
+    adapted = adapted_rows(args.adapt_learners)
+    args.policies = [p for p in args.policies if p not in adapted] + adapted
 
 
 def adapted_rows(learners: list[str] | None) -> list[str]:
@@ -42,14 +72,14 @@ def built_policy(policy: str, index: Index, out: Path) -> BuiltPolicy:
     return build_policy(policy, PolicyOptions(ranker=SHIPPED))
 
 
-def adapt_rows(
-    name: str, index: Index, tasks: int, learners: list[str] | None, out: Path, console: Console
-) -> None:
+def adapt_rows(name: str, index: Index, args: argparse.Namespace, console: Console) -> None:
     """``sleuth adapt`` on the dataset's index, per learner (stored even if it loses: the row
     measures it); its held-out generated-task figures go to ``OUT/adapt-<dataset>[-LEARNER].json``."""
-    for learner in learners or [None]:
+    out, seed = args.out, {} if args.adapt_seed is None else {"seed": args.adapt_seed}
+    for learner in args.adapt_learners or [None]:
         started = time.perf_counter()
-        report = adapt_index(index, AdaptConfig(tasks=tasks, force=True, learner=learner))
+        config = AdaptConfig(tasks=args.adapt, force=True, learner=learner, **seed)
+        report = adapt_index(index, config)
         took = time.perf_counter() - started
         out.mkdir(parents=True, exist_ok=True)
         suffix = f"-{learner}" if learner else ""

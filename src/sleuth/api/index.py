@@ -210,8 +210,8 @@ class Index(StoreIndex):
             tasks: tasks to generate over the corpus; half train, half are held out.
             seed: fixes the generated tasks.
             force: store it even when held-out Recall@5 is below the shipped ranker's.
-            learner: the selection head's learner (``linear`` or ``gbdt``); None: the shipped
-                ranker's.
+            learner: the selection head's learner (``linear`` or ``gbdt``); None:
+                ``AdaptConfig``'s.
             progress: called as ``progress(phase, done, total)``.
 
         Returns:

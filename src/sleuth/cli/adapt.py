@@ -38,7 +38,7 @@ def adapt(
     learner: Annotated[
         str | None,
         typer.Option(
-            help="Selection head: linear | gbdt (LambdaRank trees). Default: the shipped's."
+            help="Selection head: linear | gbdt (LambdaRank trees); default: the config's."
         ),
     ] = None,
     as_json: JsonOpt = False,

@@ -2,12 +2,14 @@
 
 1. The LLM-free generator (:func:`~sleuth.datagen.offline.generator.generate_offline`) makes
    verified tasks over the index's own documents (link tasks where documents have titles that
-   name each other, one-hop fact tasks from any corpus).
+   name each other, one-hop fact tasks and two-hop relay tasks from any corpus).
 2. They are split by question id (:func:`~sleuth.tasks.split.split_tasks`): the ranker trains on
-   one side only (:func:`~sleuth.train.ranker.train_ranker`, with the shipped ranker's learner
-   settings). The shipped ranker's own training questions (MuSiQue/HotpotQA/2Wiki training sides)
-   are not in the package, so they cannot be blended in; the adapted ranker learns from this
-   corpus's generated tasks alone.
+   one side only (:func:`~sleuth.train.ranker.train_ranker`, with the shipped ranker's
+   regularization and a linear selection head unless ``learner`` says otherwise: the shipped
+   head is trees, but trained on generated tasks the linear head adapts better,
+   docs/RESULTS.md). The shipped ranker's own training questions (MuSiQue/HotpotQA/2Wiki
+   training sides) are not in the package, so they cannot be blended in; the adapted ranker
+   learns from this corpus's generated tasks alone.
 3. Single-pass, the shipped ranker and the adapted one run on the held-out side; the adapted
    ranker is stored as ``DIR/ranker.json`` (:mod:`sleuth.ranking.adapted`), which every search
    of the index then uses, only when its held-out Recall@5 is at least the shipped one's (or
@@ -67,8 +69,10 @@ class AdaptConfig:
     force: bool = False
     """Store the adapted ranker even when it does worse than the shipped one on held-out tasks."""
     learner: str | None = None
-    """The adapted selection head's learner (``RankerTrainConfig.learner``); None: the shipped
-    ranker's, so the adapted model is the same kind as the one it is compared with."""
+    """The adapted selection head's learner, ``linear`` or ``gbdt``; None: ``RankerTrainConfig``'s
+    (linear). Not the shipped head's (trees): trained on one corpus's generated tasks, the trees
+    lost R@2 to the shipped ranker on the Enron dev set and the linear head did not
+    (docs/RESULTS.md, "Adapting the selector to a corpus")."""
 
     tasks_needed: ClassVar[int] = 4
     """Fewest tasks that leave both sides of the split non-empty, as a rule."""
@@ -82,11 +86,12 @@ class AdaptConfig:
             raise InputError(f"--learner {self.learner!r} is not one of {', '.join(LEARNERS)}")
 
     def settings(self) -> RankerTrainConfig:
-        """The learner settings the adapted ranker is trained with."""
+        """The learner settings the adapted ranker is trained with: the shipped ranker's
+        regularization and refit passes, and ``learner``."""
         shipped = shipped_settings()
-        if self.learner is None:
-            return shipped
-        return dataclasses.replace(shipped, learner=self.learner)
+        return (
+            shipped if self.learner is None else dataclasses.replace(shipped, learner=self.learner)
+        )
 
 
 class PolicyScore(BaseModel):
@@ -212,9 +217,11 @@ def _tasks(index: Index, path: Path, config: AdaptConfig) -> tuple[list[Task], s
 
 
 def shipped_settings() -> RankerTrainConfig:
-    """The learner settings the shipped ranker was trained with (those this version knows)."""
+    """The settings the shipped ranker was trained with (those this version knows), but the
+    default learner (``AdaptConfig.learner`` says why): the shipped file's kind of head is in
+    ``trained_on["learner"]``, outside its ``config``, and is not read here."""
     stored = load_ranker(None).trained_on.get("config", {})
-    known = {f.name for f in dataclasses.fields(RankerTrainConfig)}
+    known = {f.name for f in dataclasses.fields(RankerTrainConfig)} - {"learner"}
     return RankerTrainConfig(**{k: v for k, v in stored.items() if k in known})
 
 
