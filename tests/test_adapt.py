@@ -20,6 +20,7 @@ from sleuth.ranking.adapted import ADAPTED_RANKER, resolve_ranker
 from sleuth.ranking.model import load_ranker
 from sleuth.tasks import load_tasks
 from sleuth.tasks.split import is_heldout
+from sleuth.train.adapt import ranker_fingerprint
 from tests.test_datagen_offline_facts import templated
 
 QUERY = "Who moved to Austin to join Acme Corp?"
@@ -94,6 +95,25 @@ def test_a_second_learner_shares_the_tasks_and_the_baseline_runs(corpus, tmp_pat
     assert rows == {"single-pass": n, shipped: n, "adapted-linear": n, "adapted-gbdt": n}
     candidates = sorted(p.name for p in (index / "adapt").glob("ranker-*.json"))
     assert candidates == ["ranker-g1-n16-s0-gbdt.json", "ranker-g1-n16-s0-linear.json"]
+
+
+def test_shipped_runs_of_another_shipped_ranker_are_run_again(corpus, tmp_path):
+    """After an upgrade the adapted ranker is compared with the shipped ranker of this version,
+    never with runs kept from an earlier one."""
+    index = _copy(corpus, tmp_path)
+    argv = ["adapt", "--index", str(index), "--tasks", "16", "--force", "--json"]
+    first = json.loads(CliRunner().invoke(app, argv).stdout)
+    path = index / "adapt" / "heldout-g1-n16-s0.jsonl"
+    rows = list(read_jsonl(path))
+    current = f"shipped-{ranker_fingerprint(load_ranker(None))}"  # kept under this version's ranker
+    assert sum(r["policy"] == current for r in rows) == first["heldout_tasks"]
+    for r in rows:  # as an older shipped ranker would have left them: other rows, all misses
+        if r["policy"].startswith("shipped-"):
+            r["policy"] = "shipped-0123456789ab"
+            r["metrics"] = dict.fromkeys(r["metrics"], 0.0)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    again = json.loads(CliRunner().invoke(app, argv).stdout)
+    assert again["heldout"] == first["heldout"]
 
 
 def _planted(index: Path) -> list[str]:

@@ -95,6 +95,7 @@ def _print(result: AdaptReport) -> None:
     print("held-out generated tasks | R@2 | R@5 | found | ΔR@5 vs single-pass [95% CI]")
     for name, label in _ROWS.items():
         score = result.heldout[name]
+        label = f"{label} ({result.learner})" if name == "adapted" else label
         mean = score.mean
         delta = score.delta.get("recall_at_5")
         d = f"{delta[0]:+.3f} [{delta[1]:+.3f}, {delta[2]:+.3f}]" if delta else "-"

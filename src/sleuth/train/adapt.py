@@ -262,7 +262,7 @@ def _heldout_records(
     (a new version of the package) is run again rather than compared from a stale run."""
     stored = {
         "single-pass": "single-pass",
-        "shipped": f"shipped-{_fingerprint(load_ranker(None))}",
+        "shipped": f"shipped-{ranker_fingerprint(load_ranker(None))}",
         "adapted": f"adapted-{learner}",
     }
     done = (
@@ -290,7 +290,8 @@ def _heldout_records(
     return {(p, t.id): done[(stored[p], t.id)] for p in POLICIES for t in heldout}
 
 
-def _fingerprint(model: RankerModel) -> str:
+def ranker_fingerprint(model: RankerModel) -> str:
+    """A short hash of the model's contents: the key its held-out runs are kept under."""
     return hashlib.sha256(model.model_dump_json().encode("utf-8")).hexdigest()[:12]
 
 
