@@ -1,21 +1,27 @@
 """``quality.py --adapt N``: each dataset's index adapted by ``sleuth adapt`` (N tasks generated
 over its corpus, never its hand-written questions) and the policies that tell the shipped ranker
-from the adapted one."""
+from the adapted one. ``--adapt-learners linear,gbdt`` adapts once per learner (the generated
+tasks and the single-pass and shipped held-out runs are shared) and adds one
+``heuristic-adapted-LEARNER`` row each, its ranker kept as ``OUT/adapt-DATASET-LEARNER.json``."""
 
 from __future__ import annotations
 
+import argparse
+import shutil
 import time
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
+from sleuth.errors import InputError
 from sleuth.eval import load_results
 from sleuth.eval.aggregate import paired_bootstrap_difference
 from sleuth.index import Index
 from sleuth.policies.spec import BuiltPolicy, PolicyOptions, build_policy
 from sleuth.ranking.adapted import SHIPPED, adapted_path
-from sleuth.train.adapt import AdaptConfig, adapt_index
+from sleuth.ranking.model import LEARNERS
+from sleuth.train.adapt import AdaptConfig, AdaptReport, adapt_index
 
 SHIPPED_ROW = "heuristic"
 KEYS = ("recall_at_2", "recall_at_5", "final_answer_found")
@@ -23,23 +29,72 @@ ADAPTED = "heuristic-adapted"
 """The default agent with the ranker ``sleuth adapt`` stored in the index."""
 
 
-def built_policy(policy: str, index: Index) -> BuiltPolicy:
+def add_adapt_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--adapt", type=int, default=None, help="sleuth adapt --tasks N first")
+    parser.add_argument("--adapt-learners", default=None, help="e.g. linear,gbdt (one row each)")
+    parser.add_argument("--adapt-seed", type=int, default=None, help="sleuth adapt --seed")
+
+
+def check_adapt_arguments(args: argparse.Namespace) -> None:
+    """Check the adapt options and add the adapted rows to ``args.policies``.
+
+    Raises:
+        InputError: too few tasks, or an unknown learner.
+    """
+    if args.adapt is None:
+        return
+    if args.adapt < AdaptConfig.tasks_needed:
+        raise InputError(f"--adapt ({args.adapt}) must be at least {AdaptConfig.tasks_needed}")
+    if args.adapt_learners is not None:
+        names = [n.strip() for n in args.adapt_learners.split(",") if n.strip()]
+        unknown = [n for n in names if n not in LEARNERS]
+        if unknown or not names:
+            shown = unknown or repr(args.adapt_learners)
+            raise InputError(f"unknown learner {shown}; choose from {', '.join(LEARNERS)}")
+        args.adapt_learners = names
+    adapted = adapted_rows(args.adapt_learners)
+    args.policies = [p for p in args.policies if p not in adapted] + adapted
+
+
+def adapted_rows(learners: list[str] | None) -> list[str]:
+    """The adapted policies' row names: one per learner, or the default's."""
+    return [f"{ADAPTED}-{n}" for n in learners] if learners else [ADAPTED]
+
+
+def built_policy(policy: str, index: Index, out: Path) -> BuiltPolicy:
     """``heuristic`` with the shipped ranker even on an adapted index; ``heuristic-adapted`` with
-    the index's own (``sleuth adapt``)."""
+    the index's own (``sleuth adapt``), ``heuristic-adapted-LEARNER`` with that learner's."""
     if policy == ADAPTED:
         return build_policy("heuristic", PolicyOptions(ranker=str(adapted_path(index.path))))
+    if policy.startswith(f"{ADAPTED}-"):
+        kept = out / f"adapt-{index.path.name}-{policy.removeprefix(f'{ADAPTED}-')}.json"
+        return build_policy("heuristic", PolicyOptions(ranker=str(kept)))
     return build_policy(policy, PolicyOptions(ranker=SHIPPED))
 
 
-def adapt_rows(name: str, index: Index, tasks: int, out: Path, console: Console) -> None:
-    """``sleuth adapt`` on the dataset's index (stored even if it loses: the row measures it);
-    its held-out generated-task figures go to ``OUT/adapt-<dataset>.json``."""
-    started = time.perf_counter()
-    report = adapt_index(index, AdaptConfig(tasks=tasks, force=True))
-    took = time.perf_counter() - started
-    out.mkdir(parents=True, exist_ok=True)
-    (out / f"adapt-{name}.json").write_text(report.model_dump_json(indent=1))
-    console.print(f"{name}: adapted on {report.train_tasks} generated tasks ({took:.0f} s)")
+def adapt_rows(name: str, index: Index, args: argparse.Namespace, console: Console) -> None:
+    """``sleuth adapt`` on the dataset's index, per learner (stored even if it loses: the row
+    measures it); its held-out generated-task figures go to ``OUT/adapt-<dataset>[-LEARNER].json``."""
+    out, seed = args.out, {} if args.adapt_seed is None else {"seed": args.adapt_seed}
+    for learner in args.adapt_learners or [None]:
+        started = time.perf_counter()
+        config = AdaptConfig(tasks=args.adapt, force=True, learner=learner, **seed)
+        report = adapt_index(index, config)
+        took = time.perf_counter() - started
+        out.mkdir(parents=True, exist_ok=True)
+        suffix = f"-{learner}" if learner else ""
+        (out / f"adapt-{name}{suffix}.json").write_text(report.model_dump_json(indent=1))
+        if learner:
+            shutil.copyfile(
+                adapted_path(index.path), out / f"adapt-{index.path.name}-{learner}.json"
+            )
+        _print_report(name, report, took, console)
+
+
+def _print_report(name: str, report: AdaptReport, took: float, console: Console) -> None:
+    console.print(
+        f"{name}: adapted ({report.learner}) on {report.train_tasks} generated tasks ({took:.0f} s)"
+    )
     for policy, score in report.heldout.items():
         ci = score.interval["recall_at_5"]
         delta = score.delta.get("recall_at_5", [0.0, 0.0, 0.0])
@@ -53,11 +108,12 @@ def adapt_rows(name: str, index: Index, tasks: int, out: Path, console: Console)
 
 def versus_shipped(rows: list[dict[str, Any]], out: Path, console: Console) -> None:
     """``delta_vs_shipped[key]``: [adapted − shipped, low, high] (paired bootstrap over the same
-    questions) on each ``heuristic-adapted`` row, printed too."""
-    mine, base = (load_results(out / p / "results.jsonl") for p in (ADAPTED, SHIPPED_ROW))
+    questions) on each ``heuristic-adapted*`` row, printed too."""
+    base = load_results(out / SHIPPED_ROW / "results.jsonl")
     for r in rows:
-        if r["policy"] != ADAPTED:
+        if not r["policy"].startswith(ADAPTED):
             continue
+        mine = load_results(out / r["policy"] / "results.jsonl")
         ids = [i for i in mine if i in base]  # a pooled corpus: all its datasets' questions
         r["delta_vs_shipped"] = {}
         for key in KEYS:
@@ -69,4 +125,4 @@ def versus_shipped(rows: list[dict[str, Any]], out: Path, console: Console) -> N
             f"{k} {d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
             for k, (d, lo, hi) in r["delta_vs_shipped"].items()
         )
-        console.print(f"  {r['dataset']} adapted − shipped (paired, n={len(ids)}): {shown}")
+        console.print(f"  {r['dataset']} {r['policy']} − shipped (paired, n={len(ids)}): {shown}")

@@ -23,7 +23,8 @@ runs what is missing. The full ``pooled`` corpus is 12,913 documents (~13.4k Min
     python benchmarks/quality.py --datasets enron,patents --adapt 300  # + heuristic-adapted rows
 
 ``--adapt N`` first runs ``sleuth adapt`` on each dataset's index (N tasks generated over its
-corpus, never its hand-written questions) and adds a ``heuristic-adapted`` row; the
+corpus, never its hand-written questions) and adds a ``heuristic-adapted`` row (``--adapt-learners
+linear,gbdt``: one row per learner; ``--adapt-seed S``: other generated tasks); the
 ``heuristic`` row then still uses the shipped ranker.
 """
 
@@ -50,11 +51,17 @@ from sleuth.policies.baselines import POLICY_NAMES
 from sleuth.policies.spec import SCRIPTED, BuiltPolicy
 from sleuth.tasks import Task
 from sleuth.tools.toolbox import Toolbox
-from sleuth.train.adapt import AdaptConfig
 from sleuth.train.recipes.data import open_index
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _adapt import ADAPTED, adapt_rows, built_policy, versus_shipped  # noqa: E402
+from _adapt import (  # noqa: E402
+    ADAPTED,  # noqa: F401 (the tests read it here)
+    adapt_rows,
+    add_adapt_arguments,
+    built_policy,
+    check_adapt_arguments,
+    versus_shipped,
+)
 from _datasets import DATASETS, HANDWRITTEN, POOLS, Corpus, load_corpus  # noqa: E402
 from _report import (  # noqa: E402
     INTERVAL_KEYS,
@@ -161,7 +168,7 @@ def evaluate(
     per_question: PerQuestion = {}
     for policy in policies:
         t0 = time.perf_counter()
-        built = built_policy(policy, index)
+        built = built_policy(policy, index, out.parent)
         records = policy_records(everything, built, toolbox, out / policy, concurrency)
         console.print(f"  {corpus.name} {policy}: {time.perf_counter() - t0:.0f} s")
         by_id = {r.task_id: r for r in records}
@@ -202,7 +209,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--concurrency", type=int, default=2)
     parser.add_argument("--embedder", default="minilm")
     parser.add_argument("--docs", type=int, default=None, help="index gold + N others (a check)")
-    parser.add_argument("--adapt", type=int, default=None, help="sleuth adapt --tasks N first")
+    add_adapt_arguments(parser)
     args = parser.parse_args(argv)
     args.datasets = _names(args.datasets, NAMES, "dataset")
     args.policies = _names(args.policies, list(SCRIPTED), "policy")
@@ -212,10 +219,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         raise InputError(f"--questions ({args.questions}) must be at least 1")
     if args.docs is not None and args.docs < 0:
         raise InputError(f"--docs ({args.docs}) must not be negative")
-    if args.adapt is not None:
-        if args.adapt < AdaptConfig.tasks_needed:
-            raise InputError(f"--adapt ({args.adapt}) must be at least {AdaptConfig.tasks_needed}")
-        args.policies = [p for p in args.policies if p != ADAPTED] + [ADAPTED]
+    check_adapt_arguments(args)
     if args.concurrency < 1:
         raise InputError(f"--concurrency ({args.concurrency}) must be at least 1")
     args.train = read_train_ids(args.train_ids)
@@ -244,7 +248,7 @@ def dataset_rows(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     took = time.perf_counter() - started
     console.print(f"{name}: {len(corpus.docs)} documents, {len(index)} chunks ({took:.0f} s)")
     if args.adapt is not None:
-        adapt_rows(name, index, args.adapt, args.out, console)
+        adapt_rows(name, index, args, console)
     rows = evaluate(
         corpus,
         index,

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from collections import Counter
 from pathlib import Path
 
 import numpy as np
@@ -14,10 +15,12 @@ from typer.testing import CliRunner
 
 import sleuth
 from sleuth.cli import app
+from sleuth.io import read_jsonl
 from sleuth.ranking.adapted import ADAPTED_RANKER, resolve_ranker
 from sleuth.ranking.model import load_ranker
 from sleuth.tasks import load_tasks
 from sleuth.tasks.split import is_heldout
+from sleuth.train.adapt import ranker_fingerprint
 from tests.test_datagen_offline_facts import templated
 
 QUERY = "Who moved to Austin to join Acme Corp?"
@@ -54,6 +57,9 @@ def test_adapt_end_to_end_from_the_command_line(corpus, tmp_path):
         t.model_extra["split"] == ("heldout" if is_heldout(t.id) else "train") for t in written
     )
     model = load_ranker(index / ADAPTED_RANKER)  # a ranker file this version loads
+    # linear by default, though the shipped head is trees (trees adapted worse, RESULTS.md)
+    assert load_ranker(None).selection.kind == "trees"
+    assert report["learner"] == "linear" and model.selection.kind == "linear"
     heldout = {t.id for t in written if is_heldout(t.id)}
     assert model.question_ids and not heldout & set(model.question_ids)  # no leakage
     assert set(model.question_ids) == {t.id for t in written} - heldout
@@ -65,6 +71,49 @@ def test_adapt_end_to_end_from_the_command_line(corpus, tmp_path):
     assert again.exit_code == 0, again.stderr
     assert json.loads(again.stdout)["heldout"] == report["heldout"]
     assert {p.name: p.stat().st_mtime_ns for p in work if p.name != "report.json"} == stamps
+
+
+def test_a_second_learner_shares_the_tasks_and_the_baseline_runs(corpus, tmp_path):
+    index = _copy(corpus, tmp_path)
+    argv = ["adapt", "--index", str(index), "--tasks", "16", "--force", "--json", "--learner"]
+    reports = {}
+    for learner in ("linear", "gbdt"):
+        result = CliRunner().invoke(app, [*argv, learner])
+        assert result.exit_code == 0, result.stderr
+        reports[learner] = json.loads(result.stdout)
+        kind = load_ranker(index / ADAPTED_RANKER).selection.kind
+        assert reports[learner]["learner"] == learner and kind == {"gbdt": "trees"}.get(
+            learner, learner
+        )
+    linear, gbdt = reports["linear"], reports["gbdt"]
+    assert linear["tasks_file"] == gbdt["tasks_file"]  # the same generated tasks
+    for row in ("single-pass", "shipped"):  # ... and the same baseline runs, made once
+        assert linear["heldout"][row] == gbdt["heldout"][row]
+    rows = Counter(r["policy"] for r in read_jsonl(index / "adapt" / "heldout-g1-n16-s0.jsonl"))
+    shipped = next(p for p in rows if p.startswith("shipped-"))  # keyed by the shipped ranker
+    n = gbdt["heldout_tasks"]
+    assert rows == {"single-pass": n, shipped: n, "adapted-linear": n, "adapted-gbdt": n}
+    candidates = sorted(p.name for p in (index / "adapt").glob("ranker-*.json"))
+    assert candidates == ["ranker-g1-n16-s0-gbdt.json", "ranker-g1-n16-s0-linear.json"]
+
+
+def test_shipped_runs_of_another_shipped_ranker_are_run_again(corpus, tmp_path):
+    """After an upgrade the adapted ranker is compared with the shipped ranker of this version,
+    never with runs kept from an earlier one."""
+    index = _copy(corpus, tmp_path)
+    argv = ["adapt", "--index", str(index), "--tasks", "16", "--force", "--json"]
+    first = json.loads(CliRunner().invoke(app, argv).stdout)
+    path = index / "adapt" / "heldout-g1-n16-s0.jsonl"
+    rows = list(read_jsonl(path))
+    current = f"shipped-{ranker_fingerprint(load_ranker(None))}"  # kept under this version's ranker
+    assert sum(r["policy"] == current for r in rows) == first["heldout_tasks"]
+    for r in rows:  # as an older shipped ranker would have left them: other rows, all misses
+        if r["policy"].startswith("shipped-"):
+            r["policy"] = "shipped-0123456789ab"
+            r["metrics"] = dict.fromkeys(r["metrics"], 0.0)
+    path.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    again = json.loads(CliRunner().invoke(app, argv).stdout)
+    assert again["heldout"] == first["heldout"]
 
 
 def _planted(index: Path) -> list[str]:
@@ -121,6 +170,7 @@ def test_resolve_ranker_order_of_precedence(corpus, tmp_path):
         (["--tasks", "3"], "--tasks"),
         (["--tasks", "-1"], "--tasks"),
         (["--out-tasks", "."], "--out-tasks"),
+        (["--learner", "forest"], "--learner"),
     ],
 )
 def test_bad_options_are_one_line_and_write_nothing(corpus, tmp_path, extra, message):

@@ -22,7 +22,9 @@ from sleuth.harness.budget import BudgetConfig
 from sleuth.harness.loop import HarnessConfig
 from sleuth.reward import RewardConfig
 from sleuth.tools.toolbox import ToolConfig
+from sleuth.train.adapt import AdaptConfig
 from sleuth.train.model import StudentConfig
+from sleuth.train.ranker import RankerTrainConfig
 from sleuth.train.recipes.config import RecipeConfig
 from sleuth.train.rl_types import RLConfig
 from sleuth.train.sft import SFTConfig
@@ -36,6 +38,8 @@ CONFIGS = (
     HarnessConfig,
     BudgetConfig,
     ToolConfig,
+    RankerTrainConfig,
+    AdaptConfig,
 )
 ALIASES = {  # CLI option -> the config field it sets
     "rollouts": "rollouts_per_query",
@@ -60,6 +64,8 @@ def _defaults(field: str) -> dict[str, Any]:
 def _twice(name: str, node: ast.expr | None) -> list[str]:
     if not isinstance(node, ast.Constant) or node.value is None:
         return []  # no default, None (the config's), or read from a name
+    if node.value is False:
+        return []  # a switch is off until given: the flag's nature, not a setting's value
     field = ALIASES.get(name, name)
     return [
         f"{name} = {node.value!r} repeats {cls}.{field}"
@@ -68,8 +74,9 @@ def _twice(name: str, node: ast.expr | None) -> list[str]:
     ]
 
 
-def test_no_training_option_repeats_a_config_default():
-    tree = ast.parse((SRC / "cli" / "train.py").read_text("utf-8"))
+@pytest.mark.parametrize("module", ["train.py", "adapt.py"])
+def test_no_training_option_repeats_a_config_default(module):
+    tree = ast.parse((SRC / "cli" / module).read_text("utf-8"))
     found = []
     for fn in (n for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)):
         args = fn.args.args[len(fn.args.args) - len(fn.args.defaults) :]

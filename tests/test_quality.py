@@ -104,6 +104,7 @@ def test_index_of_other_documents_is_refused(tiny):
         (["--questions", "0"], "--questions"),
         (["--train-ids", "{ids}"], "question_ids"),
         (["--adapt", "2"], "--adapt"),
+        (["--adapt", "8", "--adapt-learners", "forest"], "unknown learner"),
     ],
 )
 def test_bad_arguments_exit_2_with_one_line_and_write_nothing(args, message, tmp_path, capsys):
@@ -117,16 +118,21 @@ def test_bad_arguments_exit_2_with_one_line_and_write_nothing(args, message, tmp
     assert not out.exists()
 
 
-def test_adapt_adds_the_adapted_row_and_keeps_heuristic_on_the_shipped_ranker(tiny):
+def test_adapt_adds_the_adapted_row_and_keeps_heuristic_on_the_shipped_ranker(tiny, tmp_path):
     args = quality.parse_args(["--adapt", "8", "--policies", "single-pass,heuristic"])
     assert args.policies == ["single-pass", "heuristic", quality.ADAPTED]
+    per_learner = ["--adapt", "8", "--adapt-learners", "linear,gbdt", "--policies", "heuristic"]
+    rows = [f"{quality.ADAPTED}-linear", f"{quality.ADAPTED}-gbdt"]
+    assert quality.parse_args(per_learner).policies == ["heuristic", *rows]
     _, _, index, path = tiny
     shipped = load_ranker(None)
     planted = shipped.model_copy(update={"question_ids": ["planted"]})
     planted.save(path / "ranker.json")  # as `sleuth adapt` stores it
+    kept = shipped.model_copy(update={"question_ids": ["kept"]})
+    kept.save(tmp_path / f"adapt-{path.name}-gbdt.json")  # as --adapt-learners keeps it
     try:
-        for policy, wanted in (("heuristic", shipped), (quality.ADAPTED, planted)):
-            tools, _ = quality.built_policy(policy, index).for_tools(Toolbox(index))
+        for policy, wanted in (("heuristic", shipped), (quality.ADAPTED, planted), (rows[1], kept)):
+            tools, _ = quality.built_policy(policy, index, tmp_path).for_tools(Toolbox(index))
             assert tools.ranker == wanted, policy
     finally:
         (path / "ranker.json").unlink()

@@ -14,7 +14,9 @@ from typing import Any
 
 from pydantic import BaseModel
 
+from sleuth.train.adapt import AdaptConfig
 from sleuth.train.model import StudentConfig
+from sleuth.train.ranker import RankerTrainConfig
 from sleuth.train.recipes.config import RECIPES, RecipeConfig
 from sleuth.train.rl_types import RLConfig
 from sleuth.train.sft import SFTConfig
@@ -25,6 +27,8 @@ SECTIONS = (
     ("the student of `sft`, `rl` and recipes (`StudentConfig`)", StudentConfig),
     ("`sleuth train rl` (`RLConfig`; `--preset cpu-small` is `RLConfig.cpu_small`)", RLConfig),
     ("`sleuth train recipe NAME` (`RecipeConfig`, `sleuth.train.recipes.config`)", RecipeConfig),
+    ("`sleuth train ranker` (`RankerTrainConfig`, `sleuth.train.ranker`)", RankerTrainConfig),
+    ("`sleuth adapt` (`AdaptConfig`, `sleuth.train.adapt`; docs/ADAPT.md)", AdaptConfig),
 )
 
 

@@ -199,6 +199,7 @@ class Index(StoreIndex):
         *,
         seed: int = 0,
         force: bool = False,
+        learner: str | None = None,
         progress: Progress | None = None,
     ) -> AdaptReport:
         """``sleuth adapt``: fit the learned selector to this corpus and store it in the index,
@@ -209,6 +210,8 @@ class Index(StoreIndex):
             tasks: tasks to generate over the corpus; half train, half are held out.
             seed: fixes the generated tasks.
             force: store it even when held-out Recall@5 is below the shipped ranker's.
+            learner: the selection head's learner (``linear`` or ``gbdt``); None:
+                ``AdaptConfig``'s.
             progress: called as ``progress(phase, done, total)``.
 
         Returns:
@@ -222,7 +225,8 @@ class Index(StoreIndex):
         """
         from sleuth.train.adapt import AdaptConfig, adapt_index
 
-        return adapt_index(self, AdaptConfig(tasks=tasks, seed=seed, force=force), progress)
+        config = AdaptConfig(tasks=tasks, seed=seed, force=force, learner=learner)
+        return adapt_index(self, config, progress)
 
     def tools(self, reranker: str | None = None, config: ToolConfig | None = None) -> Toolbox:
         """The retrieval tools over this index (built once per reranker and config).
@@ -328,8 +332,9 @@ def adapt(
     *,
     seed: int = 0,
     force: bool = False,
+    learner: str | None = None,
     progress: Progress | None = None,
 ) -> AdaptReport:
     """:meth:`Index.adapt` on an index or an index folder."""
     opened = index if isinstance(index, Index) else Index.open(Path(index))
-    return opened.adapt(tasks, seed=seed, force=force, progress=progress)
+    return opened.adapt(tasks, seed=seed, force=force, learner=learner, progress=progress)

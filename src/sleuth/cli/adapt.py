@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from sleuth.cli.common import IndexOpt, JsonOpt, app, at_least, cli_errors, console, progress_bar
+from sleuth.cli.common import IndexOpt, JsonOpt, app, cli_errors, console, progress_bar
 
 if TYPE_CHECKING:
     from sleuth.train.adapt import AdaptReport
@@ -20,9 +20,14 @@ _ROWS = {"single-pass": "single-pass", "shipped": "shipped ranker", "adapted": "
 def adapt(
     index: IndexOpt,
     tasks: Annotated[
-        int, typer.Option(help="Tasks to generate over the corpus; half train, half held out.")
-    ] = 200,
-    seed: Annotated[int, typer.Option(help="Random seed of the generated tasks.")] = 0,
+        int | None,
+        typer.Option(
+            help="Tasks to generate over the corpus; half train, half held out (default: the config's)."
+        ),
+    ] = None,
+    seed: Annotated[
+        int | None, typer.Option(help="Random seed of the generated tasks (default: the config's).")
+    ] = None,
     out_tasks: Annotated[
         Path | None,
         typer.Option(help="Also write the generated tasks here (JSONL, each with its 'split')."),
@@ -30,6 +35,12 @@ def adapt(
     force: Annotated[
         bool, typer.Option(help="Store the adapted ranker even if it loses on held-out tasks.")
     ] = False,
+    learner: Annotated[
+        str | None,
+        typer.Option(
+            help="Selection head: linear | gbdt (LambdaRank trees); default: the config's."
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Generate tasks over the index's corpus, train the learned selector on half, compare it on
@@ -37,8 +48,10 @@ def adapt(
     (--ranker FILE or --ranker shipped overrides). Resumable."""
     from sleuth.api import Index
     from sleuth.io import check_file_target
+    from sleuth.train.adapt import AdaptConfig
 
-    at_least(tasks, 4, "--tasks")
+    given = {k: v for k, v in {"tasks": tasks, "seed": seed}.items() if v is not None}
+    config = AdaptConfig(**given, force=force, learner=learner)  # checked before any work
     if out_tasks is not None:
         check_file_target(out_tasks, "--out-tasks")
     opened = Index.open(index)
@@ -48,7 +61,9 @@ def adapt(
         def report(phase: str, done: int, total: int) -> None:
             bar.update(shown, description=phase, completed=done, total=total)
 
-        result = opened.adapt(tasks, seed=seed, force=force, progress=report)
+        result = opened.adapt(
+            config.tasks, seed=config.seed, force=force, learner=learner, progress=report
+        )
     if out_tasks is not None:
         _write_split(Path(result.tasks_file), out_tasks)
     if as_json:
@@ -80,6 +95,7 @@ def _print(result: AdaptReport) -> None:
     print("held-out generated tasks | R@2 | R@5 | found | ΔR@5 vs single-pass [95% CI]")
     for name, label in _ROWS.items():
         score = result.heldout[name]
+        label = f"{label} ({result.learner})" if name == "adapted" else label
         mean = score.mean
         delta = score.delta.get("recall_at_5")
         d = f"{delta[0]:+.3f} [{delta[1]:+.3f}, {delta[2]:+.3f}]" if delta else "-"

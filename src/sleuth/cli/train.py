@@ -80,13 +80,21 @@ def train_ranker_cmd(
         list[Path], typer.Option(help="Task JSONL (repeatable): generated or benchmark tasks.")
     ],
     out: Annotated[Path, typer.Option(help="Where to write the ranker JSON.")],
-    regularization: Annotated[float, typer.Option(help="Inverse L2 strength C.")] = 1.0,
+    regularization: Annotated[
+        float | None, typer.Option(help="Inverse L2 strength C (default: RankerTrainConfig's).")
+    ] = None,
     refit_passes: Annotated[
-        int, typer.Option(help="Agent passes that refit selection with the search head.")
-    ] = 1,
+        int | None,
+        typer.Option(
+            help="Agent passes that refit selection with the search head (default: the config's)."
+        ),
+    ] = None,
     learner: Annotated[
-        str, typer.Option(help="Selection head: linear (logistic) | gbdt (LambdaRank trees).")
-    ] = "linear",
+        str | None,
+        typer.Option(
+            help="Selection head: linear (logistic) | gbdt (LambdaRank trees); default: the config's."
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
     """Fit the learned ranker (search rerank + document selection) on the agent's trajectories."""
@@ -96,7 +104,7 @@ def train_ranker_cmd(
     from sleuth.train.ranker import RankerTrainConfig, train_ranker
 
     config = RankerTrainConfig(
-        regularization=regularization, refit_passes=refit_passes, learner=learner
+        **_given(regularization=regularization, refit_passes=refit_passes, learner=learner)
     )
     loaded = [task for path in tasks for task in load_tasks(path)]
     if len({t.id for t in loaded}) != len(loaded):

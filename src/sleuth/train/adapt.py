@@ -2,12 +2,14 @@
 
 1. The LLM-free generator (:func:`~sleuth.datagen.offline.generator.generate_offline`) makes
    verified tasks over the index's own documents (link tasks where documents have titles that
-   name each other, one-hop fact tasks from any corpus).
+   name each other, one-hop fact tasks and two-hop relay tasks from any corpus).
 2. They are split by question id (:func:`~sleuth.tasks.split.split_tasks`): the ranker trains on
-   one side only (:func:`~sleuth.train.ranker.train_ranker`, with the shipped ranker's learner
-   settings). The shipped ranker's own training questions (MuSiQue/HotpotQA/2Wiki training sides)
-   are not in the package, so they cannot be blended in; the adapted ranker learns from this
-   corpus's generated tasks alone.
+   one side only (:func:`~sleuth.train.ranker.train_ranker`, with the shipped ranker's
+   regularization and a linear selection head unless ``learner`` says otherwise: the shipped
+   head is trees, but trained on generated tasks the linear head adapts better,
+   docs/RESULTS.md). The shipped ranker's own training questions (MuSiQue/HotpotQA/2Wiki
+   training sides) are not in the package, so they cannot be blended in; the adapted ranker
+   learns from this corpus's generated tasks alone.
 3. Single-pass, the shipped ranker and the adapted one run on the held-out side; the adapted
    ranker is stored as ``DIR/ranker.json`` (:mod:`sleuth.ranking.adapted`), which every search
    of the index then uses, only when its held-out Recall@5 is at least the shipped one's (or
@@ -21,6 +23,7 @@ what is missing; ``ranker.json`` is replaced atomically.
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import tempfile
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -39,7 +42,7 @@ from sleuth.io import append_jsonl, atomic_write_text, folder_lock, read_jsonl
 from sleuth.metrics import compute_metrics
 from sleuth.policies.spec import BuiltPolicy, PolicyOptions, build_policy
 from sleuth.ranking.adapted import SHIPPED, adapted_path
-from sleuth.ranking.model import RankerModel, load_ranker
+from sleuth.ranking.model import LEARNERS, RankerModel, load_ranker
 from sleuth.tasks.schema import Task, load_tasks, save_tasks
 from sleuth.tasks.split import split_tasks
 from sleuth.tools.toolbox import Toolbox
@@ -65,6 +68,11 @@ class AdaptConfig:
     """Fixes the generated tasks."""
     force: bool = False
     """Store the adapted ranker even when it does worse than the shipped one on held-out tasks."""
+    learner: str | None = None
+    """The adapted selection head's learner, ``linear`` or ``gbdt``; None: ``RankerTrainConfig``'s
+    (linear). Not the shipped head's (trees): trained on one corpus's generated tasks, the trees
+    lost R@2 to the shipped ranker on the Enron dev set and the linear head did not
+    (docs/RESULTS.md, "Adapting the selector to a corpus")."""
 
     tasks_needed: ClassVar[int] = 4
     """Fewest tasks that leave both sides of the split non-empty, as a rule."""
@@ -74,6 +82,16 @@ class AdaptConfig:
             raise InputError(
                 f"--tasks ({self.tasks}) must be at least {self.tasks_needed} (half are held out)"
             )
+        if self.learner is not None and self.learner not in LEARNERS:
+            raise InputError(f"--learner {self.learner!r} is not one of {', '.join(LEARNERS)}")
+
+    def settings(self) -> RankerTrainConfig:
+        """The learner settings the adapted ranker is trained with: the shipped ranker's
+        regularization and refit passes, and ``learner``."""
+        shipped = shipped_settings()
+        return (
+            shipped if self.learner is None else dataclasses.replace(shipped, learner=self.learner)
+        )
 
 
 class PolicyScore(BaseModel):
@@ -97,6 +115,8 @@ class AdaptReport(BaseModel):
     train_tasks: int
     heldout_tasks: int
     shortfall: str | None = None
+    learner: str = "linear"
+    """The adapted selection head's learner (reports before it was recorded: linear)."""
     heldout: dict[str, PolicyScore]
     installed: bool
     ranker: str | None
@@ -128,8 +148,14 @@ def adapt_index(
         if not train or not heldout:
             raise InputError(f"the {len(tasks)} generated tasks all fell on one side of the split")
         toolbox = Toolbox(index)
-        model = _candidate(toolbox, train, work / f"ranker-{key}.json", progress)
-        records = _heldout_records(toolbox, heldout, model, work / f"heldout-{key}.jsonl", progress)
+        settings = config.settings()
+        model = _candidate(
+            toolbox, train, settings, work / f"ranker-{key}-{settings.learner}.json", progress
+        )
+        heldout_file = work / f"heldout-{key}.jsonl"
+        records = _heldout_records(
+            toolbox, heldout, model, heldout_file, settings.learner, progress
+        )
         scores = _scores(records, heldout)
         better = _r5(scores["adapted"]) >= _r5(scores["shipped"])
         installed = better or config.force
@@ -140,6 +166,7 @@ def adapt_index(
             train_tasks=len(train),
             heldout_tasks=len(heldout),
             shortfall=shortfall,
+            learner=settings.learner,
             heldout=scores,
             installed=installed,
             ranker=str(adapted_path(index.path)) if installed else None,
@@ -152,9 +179,11 @@ def adapt_index(
 
 
 def _drop_stale(work: Path, key: str) -> None:
-    """Work files of other settings or an older generation of the index (an ingest since)."""
+    """Work files of other settings or an older generation of the index (an ingest since); a
+    candidate of another learner is kept (``ranker-KEY-LEARNER.json``)."""
     for path in work.glob("*-g*-n*-s*.*"):
-        if path.name.split(".")[0].partition("-")[2] != key:
+        rest = path.name.split(".")[0].partition("-")[2]
+        if rest != key and not rest.startswith(f"{key}-"):
             path.unlink(missing_ok=True)
 
 
@@ -188,19 +217,25 @@ def _tasks(index: Index, path: Path, config: AdaptConfig) -> tuple[list[Task], s
 
 
 def shipped_settings() -> RankerTrainConfig:
-    """The learner settings the shipped ranker was trained with (those this version knows)."""
+    """The settings the shipped ranker was trained with (those this version knows), but the
+    default learner (``AdaptConfig.learner`` says why): the shipped file's kind of head is in
+    ``trained_on["learner"]``, outside its ``config``, and is not read here."""
     stored = load_ranker(None).trained_on.get("config", {})
-    known = {f.name for f in dataclasses.fields(RankerTrainConfig)}
+    known = {f.name for f in dataclasses.fields(RankerTrainConfig)} - {"learner"}
     return RankerTrainConfig(**{k: v for k, v in stored.items() if k in known})
 
 
 def _candidate(
-    toolbox: Toolbox, train: Sequence[Task], path: Path, progress: Progress | None
+    toolbox: Toolbox,
+    train: Sequence[Task],
+    settings: RankerTrainConfig,
+    path: Path,
+    progress: Progress | None,
 ) -> RankerModel:
     """The ranker trained on ``train`` (read back when an earlier run trained it)."""
     if path.is_file():
         return load_ranker(path)
-    model = train_ranker([(toolbox, list(train))], shipped_settings(), progress)
+    model = train_ranker([(toolbox, list(train))], settings, progress)
     model.save(path)
     return model
 
@@ -217,32 +252,47 @@ def _heldout_records(
     heldout: Sequence[Task],
     model: RankerModel,
     path: Path,
+    learner: str,
     progress: Progress | None,
 ) -> dict[tuple[str, str], dict[str, Any]]:
-    """(policy, task id) → metrics of each held-out run; runs already in ``path`` are kept."""
+    """(policy, task id) → metrics of each held-out run; runs already in ``path`` are kept.
+
+    Rows are stored as ``adapted-LEARNER`` and ``shipped-FINGERPRINT``: candidates of both
+    learners share the single-pass and shipped runs, and a shipped ranker that changed since
+    (a new version of the package) is run again rather than compared from a stale run."""
+    stored = {
+        "single-pass": "single-pass",
+        "shipped": f"shipped-{ranker_fingerprint(load_ranker(None))}",
+        "adapted": f"adapted-{learner}",
+    }
     done = (
         {(r["policy"], r["task_id"]): r["metrics"] for r in read_jsonl(path)}
         if path.is_file()
         else {}
     )
     total = len(POLICIES) * len(heldout)
-    count = sum(1 for p in POLICIES for t in heldout if (p, t.id) in done)
+    count = sum(1 for p in POLICIES for t in heldout if (stored[p], t.id) in done)
     with tempfile.TemporaryDirectory() as tmp:
         for policy in POLICIES:
             tools, factory = _built(policy, model).for_tools(toolbox)
             for task in heldout:
-                if (policy, task.id) in done:
+                if (stored[policy], task.id) in done:
                     continue
                 trajectory = Path(tmp) / f"{policy}.jsonl"
                 run_query(tools, task.query, policy=factory(0), trajectory=trajectory)
                 metrics = compute_metrics(load_trajectory(trajectory).summary(), task)
                 kept = {k: getattr(metrics, k) for k in METRIC_KEYS}
-                append_jsonl(path, {"policy": policy, "task_id": task.id, "metrics": kept})
-                done[(policy, task.id)] = kept
+                append_jsonl(path, {"policy": stored[policy], "task_id": task.id, "metrics": kept})
+                done[(stored[policy], task.id)] = kept
                 count += 1
                 if progress:
                     progress(f"held-out {policy}", count, total)
-    return done
+    return {(p, t.id): done[(stored[p], t.id)] for p in POLICIES for t in heldout}
+
+
+def ranker_fingerprint(model: RankerModel) -> str:
+    """A short hash of the model's contents: the key its held-out runs are kept under."""
+    return hashlib.sha256(model.model_dump_json().encode("utf-8")).hexdigest()[:12]
 
 
 def _scores(
