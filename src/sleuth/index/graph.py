@@ -39,6 +39,9 @@ RARE_DF = 20
 TITLE_WEIGHT = 2.0
 """Weight of a title mention against one shared rare node (at most 1)."""
 DAMPING = 0.5  # HippoRAG's: half the mass returns to the seeds at every step
+PPR_TOL = 1e-8
+"""PageRank's stopping point: the residual's norm against the restart's. Its scores are within
+~1e-7 (L1) of the exact fixed point; the power iteration it replaced stopped ~1e-5 away."""
 
 _UPPER = "A-ZÀ-ÖØ-Þ"
 _CAP_WORD = rf"[{_UPPER}][\w'’&-]*"
@@ -146,10 +149,11 @@ class CorpusGraph:
         self.doc_number = {d: i for i, d in enumerate(self.doc_ids)}
         self.df = np.asarray(self.incidence.sum(axis=0)).ravel()
         degree = np.asarray(self.adjacency.sum(axis=1), dtype=np.float64).ravel()
-        inverse = np.divide(1.0, degree, out=np.zeros_like(degree), where=degree > 0)
-        walk = sp.diags(inverse) @ self.adjacency.astype(np.float64)
-        self._walk = walk.T.tocsr()  # column-stochastic, float64 like the vectors it multiplies
-        self._dangling = degree == 0
+        # PageRank's walk A·D⁻¹ made symmetric, D^-½·A·D^-½ (links are symmetric), so it can be
+        # solved by conjugate gradients; float32 like the links: half the bytes per product.
+        self._sqrt_degree = np.sqrt(np.where(degree > 0, degree, 1.0))
+        scale = sp.diags(1.0 / self._sqrt_degree)
+        self._normalised = (scale @ self.adjacency.astype(np.float64) @ scale).astype(np.float32)
         self._by_node = self.incidence.tocsc()  # a node's documents
         self._owners: dict[int, list[int]] = {}
         for doc, node in enumerate(self.title_node.tolist()):
@@ -201,22 +205,22 @@ class CorpusGraph:
             seeds[self._owners.get(node, [])] += weight
         return seeds
 
-    def ppr(self, seeds: np.ndarray, damping: float = DAMPING, tol: float = 1e-5) -> np.ndarray:
+    def ppr(self, seeds: np.ndarray, damping: float = DAMPING, tol: float = PPR_TOL) -> np.ndarray:
         """Personalised PageRank with restart to ``seeds`` (normalised; all zeros when they
-        are). Documents without links hand their mass back to the seeds, so it sums to 1."""
+        are). Documents without links hand their mass back to the seeds, so it sums to 1.
+
+        That is the fixed point of p = d·(W·p + (mass on unlinked documents)·r) + (1 − d)·r for
+        the walk W = A·D⁻¹ and restart r; it is q / Σq for q = (1 − d)·(I − d·W)⁻¹·r, and with
+        q = D^½·y, (I − d·D^-½·A·D^-½)·y = (1 − d)·D^-½·r is symmetric positive definite
+        (eigenvalues in [1 − d, 1 + d]), which conjugate gradients solve in ~11 products to
+        ``tol`` where the power iteration took ~17 to a 100x looser result (docs/scale.md)."""
         total = float(seeds.sum())
         if total <= 0:
             return np.zeros(len(self.doc_ids))
-        restart = seeds / total
-        p = restart.copy()
-        for _ in range(100):
-            nxt = damping * (self._walk @ p + p[self._dangling].sum() * restart)
-            nxt += (1 - damping) * restart
-            done = np.abs(nxt - p).sum() < tol
-            p = nxt
-            if done:
-                break
-        return p
+        b = (1 - damping) * (seeds / total) / self._sqrt_degree
+        y = _conjugate_gradients(self._normalised, damping, b, tol)
+        q: np.ndarray = np.maximum(y * self._sqrt_degree, 0.0)  # round-off: -1e-17 far away
+        return q / float(q.sum())
 
     def scores(self, question: str, seed_docs: Mapping[str, float]) -> np.ndarray:
         """PPR seeded half by the question's names, half by ``seed_docs`` (id → weight)."""
@@ -310,6 +314,29 @@ def _links(incidence: sp.csr_matrix, title_node: np.ndarray, rare_df: int) -> sp
     links = (links - sp.diags(links.diagonal())).tocsr()
     links.eliminate_zeros()
     return links.astype(np.float32)
+
+
+def _conjugate_gradients(
+    normalised: sp.csr_matrix, damping: float, b: np.ndarray, tol: float
+) -> np.ndarray:
+    """y with (I − damping·normalised)·y = b, from y = b (the restart's own share), to a
+    residual norm of ``tol``·|b|. Sums are numpy's, not BLAS dot products: those spin up
+    threads that fight the searches' for the cores (3x slower on a busy machine)."""
+    y = b.copy()
+    residual = b - (y - damping * (normalised @ y.astype(np.float32)))
+    direction = residual.copy()
+    rr = float((residual * residual).sum())
+    limit = tol * tol * float((b * b).sum())
+    for _ in range(100):
+        if rr <= limit:
+            break
+        product = direction - damping * (normalised @ direction.astype(np.float32))
+        step = rr / float((direction * product).sum())
+        y += step * direction
+        residual -= step * product
+        rr, previous = float((residual * residual).sum()), rr
+        direction = residual + (rr / previous) * direction
+    return y
 
 
 def open_graph(folder: Path, lexical: LexicalIndex) -> CorpusGraph:
