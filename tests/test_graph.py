@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from unittest.mock import patch
 
 import numpy as np
 import scipy.sparse as sp
@@ -159,15 +160,16 @@ def test_pagerank_through_the_link_factors_is_pagerank_over_the_links(n, nodes, 
     x = rng.random(n)
     assert np.allclose(factors.times(x), links.astype(np.float64) @ x, rtol=1e-6, atol=1e-6)
     assert (links != links.T).nnz == 0 and links.diagonal().sum() == 0
-    built = CorpusGraph(
-        [f"d{i}" for i in range(n)],
-        [f"n{j}" for j in range(nodes)],
-        incidence.astype(np.float32),
-        links,
-        title_node,
-        {},
-        rare_df=3,
-    )
+    with patch("sleuth.index.graph.FACTORED_LINKS", 0):  # factored at any size
+        built = CorpusGraph(
+            [f"d{i}" for i in range(n)],
+            [f"n{j}" for j in range(nodes)],
+            incidence.astype(np.float32),
+            links,
+            title_node,
+            {},
+            rare_df=3,
+        )
     alone = CorpusGraph(
         built.doc_ids, [], sp.csr_matrix((n, 0), dtype=np.float32), links, title_node * 0 - 1, {}
     )

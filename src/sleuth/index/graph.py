@@ -39,6 +39,8 @@ RARE_DF = 20
 TITLE_WEIGHT = 2.0
 """Weight of a title mention against one shared rare node (at most 1)."""
 DAMPING = 0.5  # HippoRAG's: half the mass returns to the seeds at every step
+FACTORED_LINKS = 500_000
+"""Stored link entries from which PageRank may multiply through the link factors."""
 PPR_TOL = 1e-8
 """PageRank's stopping point: the residual's norm against the restart's. Its scores are within
 ~1e-7 (L1) of the exact fixed point; the power iteration it replaced stopped ~1e-5 away."""
@@ -150,7 +152,7 @@ class CorpusGraph:
         self.df = np.asarray(self.incidence.sum(axis=0)).ravel()
         degree = np.asarray(self.adjacency.sum(axis=1), dtype=np.float64).ravel()
         self._sqrt_degree = np.sqrt(np.where(degree > 0, degree, 1.0))
-        self._links_times = _links_operator(self, degree)
+        self._walk = _walk_operator(self, degree, self._sqrt_degree)
         self._by_node = self.incidence.tocsc()  # a node's documents
         self._owners: dict[int, list[int]] = {}
         for doc, node in enumerate(self.title_node.tolist()):
@@ -215,10 +217,7 @@ class CorpusGraph:
         if total <= 0:
             return np.zeros(len(self.doc_ids))
         b = (1 - damping) * (seeds / total) / self._sqrt_degree
-        inverse = 1.0 / self._sqrt_degree
-        y = _conjugate_gradients(
-            lambda v: inverse * self._links_times(inverse * v), damping, b, tol
-        )
+        y = _conjugate_gradients(self._walk, damping, b, tol)
         q: np.ndarray = np.maximum(y * self._sqrt_degree, 0.0)  # round-off: -1e-17 far away
         return q / float(q.sum())
 
@@ -360,16 +359,23 @@ def _links(incidence: sp.csr_matrix, title_node: np.ndarray, rare_df: int) -> sp
     return LinkFactors.of(incidence, title_node, rare_df).matrix()
 
 
-def _links_operator(graph: CorpusGraph, degree: np.ndarray) -> Callable[[np.ndarray], np.ndarray]:
-    """x ↦ A·x for PageRank: through :class:`LinkFactors` where that is fewer entries and
-    they make ``graph``'s links (a graph built here), else the stored float32 links."""
-    factors = LinkFactors.of(graph.incidence, graph.title_node, graph.rare_df)
-    if 2 * factors.incidence.nnz < graph.adjacency.nnz and np.allclose(
-        factors.times(np.ones(len(degree))), degree, rtol=1e-5, atol=1e-6
-    ):
-        return factors.times
-    links = graph.adjacency.astype(np.float32)
-    return lambda x: np.asarray(links @ x.astype(np.float32), dtype=np.float64)
+def _walk_operator(
+    graph: CorpusGraph, degree: np.ndarray, sqrt_degree: np.ndarray
+) -> Callable[[np.ndarray], np.ndarray]:
+    """x ↦ D^-½·A·D^-½·x, PageRank's walk made symmetric. A large graph multiplies through
+    its :class:`LinkFactors` where those are fewer entries and make its links (a graph built
+    here); others by that matrix, made once (one product a step: a few-thousand-document
+    graph is all call overhead)."""
+    if graph.adjacency.nnz >= FACTORED_LINKS:
+        factors = LinkFactors.of(graph.incidence, graph.title_node, graph.rare_df)
+        if 2 * factors.incidence.nnz < graph.adjacency.nnz and np.allclose(
+            factors.times(np.ones(len(degree))), degree, rtol=1e-5, atol=1e-6
+        ):
+            inverse = 1.0 / sqrt_degree
+            return lambda x: inverse * factors.times(inverse * x)
+    scale = sp.diags(1.0 / sqrt_degree)
+    walk = (scale @ graph.adjacency.astype(np.float64) @ scale).tocsr()
+    return lambda x: np.asarray(walk @ x)
 
 
 def _conjugate_gradients(
