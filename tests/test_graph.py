@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from unittest.mock import patch
 
 import numpy as np
 import scipy.sparse as sp
@@ -11,7 +12,7 @@ from hypothesis import strategies as st
 
 from sleuth.corpus.models import Document
 from sleuth.index import Index
-from sleuth.index.graph import CorpusGraph, Titles, extract_nodes, title_key
+from sleuth.index.graph import CorpusGraph, LinkFactors, Titles, extract_nodes, title_key
 from sleuth.index.lexical import ChunkRow
 from sleuth.ranking.evidence import question_evidence
 from sleuth.ranking.features import (
@@ -102,6 +103,78 @@ def test_pagerank_is_a_distribution_on_any_graph(n, density, seed):
         assert abs(p.sum() - 1) < 1e-5 and (p >= 0).all()
         # Each seed keeps at least its restart share: (1 − damping) × its seed weight.
         assert (p >= 0.5 * seeds / seeds.sum() - 1e-9).all()
+
+
+def _power_iteration(links: sp.csr_matrix, seeds: np.ndarray, tol: float) -> np.ndarray:
+    """The PageRank the conjugate gradients replaced: walk, unlinked mass back to the seeds."""
+    degree = np.asarray(links.sum(axis=1)).ravel()
+    walk = (sp.diags(np.divide(1.0, degree, out=np.zeros(len(degree)), where=degree > 0)) @ links).T
+    restart = seeds / seeds.sum()
+    p = restart.copy()
+    for _ in range(1000):
+        nxt = 0.5 * (walk @ p + p[degree == 0].sum() * restart) + 0.5 * restart
+        done = np.abs(nxt - p).sum() < tol
+        p = nxt
+        if done:
+            break
+    return p
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(2, 60), st.floats(0.01, 0.4), st.integers(0, 10_000))
+def test_pagerank_is_the_fixed_point_the_power_iteration_approached(n, density, seed):
+    """Conjugate gradients land within 1e-7 (L1) of the exact fixed point, and within the old
+    power iteration's own stopping distance (1e-5) of what it returned."""
+    rng = np.random.default_rng(seed)
+    links = sp.random(n, n, density=density, random_state=seed, format="csr")
+    links = ((links + links.T) * rng.uniform(0.1, 4)).tocsr()
+    links = (links - sp.diags(links.diagonal())).tocsr().astype(np.float32)
+    g = CorpusGraph(
+        [f"d{i}" for i in range(n)],
+        [],
+        sp.csr_matrix((n, 0), dtype=np.float32),
+        links,
+        np.full(n, -1, np.int32),
+        {},
+    )
+    seeds = rng.random(n) * (rng.random(n) < 0.3)
+    if seeds.sum() == 0:
+        seeds[rng.integers(n)] = 1.0
+    p = g.ppr(seeds)
+    exact = _power_iteration(links.astype(np.float64), seeds, 1e-15)
+    assert np.abs(p - exact).sum() < 1e-7
+    assert np.abs(p - _power_iteration(links.astype(np.float64), seeds, 1e-5)).sum() < 2e-5
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.integers(2, 40), st.integers(1, 30), st.floats(0.02, 0.3), st.integers(0, 10_000))
+def test_pagerank_through_the_link_factors_is_pagerank_over_the_links(n, nodes, density, seed):
+    """A built graph walks its links as products of the incidence (no link matrix): the same
+    links, so the same PageRank as a graph given those links alone."""
+    rng = np.random.default_rng(seed)
+    incidence = sp.random(n, nodes, density=density, random_state=seed, format="csr")
+    incidence.data[:] = 1.0
+    title_node = np.where(rng.random(n) < 0.5, rng.integers(0, nodes, n), -1).astype(np.int32)
+    factors = LinkFactors.of(incidence.astype(np.float32), title_node, 3)
+    links = factors.matrix()
+    x = rng.random(n)
+    assert np.allclose(factors.times(x), links.astype(np.float64) @ x, rtol=1e-6, atol=1e-6)
+    assert (links != links.T).nnz == 0 and links.diagonal().sum() == 0
+    with patch("sleuth.index.graph.FACTORED_LINKS", 0):  # factored at any size
+        built = CorpusGraph(
+            [f"d{i}" for i in range(n)],
+            [f"n{j}" for j in range(nodes)],
+            incidence.astype(np.float32),
+            links,
+            title_node,
+            {},
+            rare_df=3,
+        )
+    alone = CorpusGraph(
+        built.doc_ids, [], sp.csr_matrix((n, 0), dtype=np.float32), links, title_node * 0 - 1, {}
+    )
+    seeds = rng.random(n) + 0.01
+    assert np.abs(built.ppr(seeds) - alone.ppr(seeds)).sum() < 1e-6
 
 
 def test_saved_and_reloaded_and_a_torn_file_is_rebuilt(tmp_path):
