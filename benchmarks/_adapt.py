@@ -10,25 +10,43 @@ from typing import Any
 
 from rich.console import Console
 
+from sleuth.errors import InputError
 from sleuth.eval import load_results
 from sleuth.eval.aggregate import paired_bootstrap_difference
 from sleuth.index import Index
 from sleuth.policies.spec import BuiltPolicy, PolicyOptions, build_policy
 from sleuth.ranking.adapted import SHIPPED, adapted_path
+from sleuth.ranking.textstage import read_info
 from sleuth.train.adapt import AdaptConfig, adapt_index
 
 SHIPPED_ROW = "heuristic"
 KEYS = ("recall_at_2", "recall_at_5", "final_answer_found")
+TEXT = "heuristic-text"
+"""The default agent with a learned text stage on its final list."""
 ADAPTED = "heuristic-adapted"
 """The default agent with the ranker ``sleuth adapt`` stored in the index."""
 
 
-def built_policy(policy: str, index: Index) -> BuiltPolicy:
+def built_policy(policy: str, index: Index, text_stage: Path | None = None) -> BuiltPolicy:
     """``heuristic`` with the shipped ranker even on an adapted index; ``heuristic-adapted`` with
-    the index's own (``sleuth adapt``)."""
+    the index's own (``sleuth adapt``); ``heuristic-text`` with ``text_stage``."""
     if policy == ADAPTED:
         return build_policy("heuristic", PolicyOptions(ranker=str(adapted_path(index.path))))
-    return build_policy(policy, PolicyOptions(ranker=SHIPPED))
+    stage = str(text_stage) if text_stage else None
+    return build_policy(policy, PolicyOptions(ranker=SHIPPED, text_stage=stage))
+
+
+def stage_ids(policies: list[str], text_stage: Path | None) -> set[str]:
+    """The questions ``heuristic-text``'s stage trained on (checked: the row needs a stage).
+
+    Raises:
+        InputError: ``heuristic-text`` asked for without a stage, or an invalid stage folder.
+    """
+    if text_stage is None:
+        if TEXT in policies:
+            raise InputError(f"{TEXT} needs --text-stage DIR (benchmarks/text_stage.py)")
+        return set()
+    return set(read_info(text_stage).question_ids)
 
 
 def adapt_rows(name: str, index: Index, tasks: int, out: Path, console: Console) -> None:

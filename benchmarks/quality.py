@@ -22,7 +22,8 @@ runs what is missing. The full ``pooled`` corpus is 12,913 documents (~13.4k Min
     python benchmarks/quality.py --datasets enron,patents --policies single-pass,heuristic
     python benchmarks/quality.py --datasets enron,patents --adapt 300  # + heuristic-adapted rows
 
-``--adapt N`` first runs ``sleuth adapt`` on each dataset's index (N tasks generated over its
+``--text-stage DIR`` (``benchmarks/text_stage.py``) is the ``heuristic-text`` row's stage (its
+training questions are never evaluated either). ``--adapt N`` first runs ``sleuth adapt`` on each dataset's index (N tasks generated over its
 corpus, never its hand-written questions) and adds a ``heuristic-adapted`` row; the
 ``heuristic`` row then still uses the shipped ranker.
 """
@@ -53,7 +54,7 @@ from sleuth.train.adapt import AdaptConfig
 from sleuth.train.recipes.data import open_index
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _adapt import ADAPTED, adapt_rows, built_policy, versus_shipped  # noqa: E402
+from _adapt import ADAPTED, adapt_rows, built_policy, stage_ids, versus_shipped  # noqa: E402
 from _datasets import DATASETS, HANDWRITTEN, POOLS, Corpus, load_corpus  # noqa: E402
 from _report import (  # noqa: E402
     INTERVAL_KEYS,
@@ -151,6 +152,7 @@ def evaluate(
     train_ids: set[str],
     limit: int | None,
     concurrency: int,
+    text_stage: Path | None = None,
 ) -> list[dict[str, Any]]:
     """One row per (dataset of the corpus, policy); a combined corpus names rows ``combined/X``."""
     toolbox = Toolbox(index)
@@ -160,7 +162,7 @@ def evaluate(
     per_question: PerQuestion = {}
     for policy in policies:
         t0 = time.perf_counter()
-        built = built_policy(policy, index)
+        built = built_policy(policy, index, text_stage)
         records = policy_records(everything, built, toolbox, out / policy, concurrency)
         console.print(f"  {corpus.name} {policy}: {time.perf_counter() - t0:.0f} s")
         by_id = {r["task_id"]: r for r in records}
@@ -202,6 +204,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser.add_argument("--embedder", default="minilm")
     parser.add_argument("--docs", type=int, default=None, help="index gold + N others (a check)")
     parser.add_argument("--adapt", type=int, default=None, help="sleuth adapt --tasks N first")
+    parser.add_argument("--text-stage", type=Path, default=None, help="for heuristic-text")
     args = parser.parse_args(argv)
     args.datasets = _names(args.datasets, NAMES, "dataset")
     args.policies = _names(args.policies, list(SCRIPTED), "policy")
@@ -217,7 +220,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         args.policies = [p for p in args.policies if p != ADAPTED] + [ADAPTED]
     if args.concurrency < 1:
         raise InputError(f"--concurrency ({args.concurrency}) must be at least 1")
-    args.train = read_train_ids(args.train_ids)
+    args.train = read_train_ids(args.train_ids) | stage_ids(args.policies, args.text_stage)
     return args
 
 
@@ -252,6 +255,7 @@ def dataset_rows(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
         train_ids=args.train,
         limit=args.questions,
         concurrency=args.concurrency,
+        text_stage=args.text_stage,
     )
     if args.adapt is not None:
         versus_shipped(rows, args.out / f"{name}{suffix}", console)
