@@ -12,7 +12,16 @@ import pytest
 from sleuth.errors import InputError
 from sleuth.policies import build_policy
 from sleuth.policies.spec import PolicyOptions
-from sleuth.ranking.textstage import WEIGHTS_FILE, TextStage, load_text_stage, read_info
+from sleuth.ranking.textstage import (
+    INFO_FILE,
+    ONNX_FILE,
+    WEIGHTS_FILE,
+    TextStage,
+    TextStageInfo,
+    export_int8,
+    load_text_stage,
+    read_info,
+)
 from sleuth.train.text_stage import Group, TextStageTrainConfig, train_text_stage
 
 GROUPS = [
@@ -36,6 +45,7 @@ TINY = TextStageTrainConfig(
     head_lr=3e-2,
     frozen_layers=5,
     threads=1,
+    onnx=False,
 )
 
 
@@ -96,3 +106,21 @@ def test_heuristic_text_needs_a_stage_and_builds_with_one(stage):
         build_policy("heuristic-text")
     built = build_policy("heuristic-text", PolicyOptions(text_stage=str(stage[0])))
     assert built.factory(0).name == "heuristic-text"
+
+
+def test_the_int8_export_scores_like_torch_and_is_checked(stage, tmp_path):
+    folder = tmp_path / "exported"
+    shutil.copytree(stage[0], folder)
+    info = read_info(folder)
+    info = TextStageInfo.model_validate(info.model_dump() | {"onnx_sha256": export_int8(folder)})
+    (folder / INFO_FILE).write_text(info.model_dump_json())
+    int8, fp32 = TextStage(folder), TextStage(folder, onnx=False)
+    assert int8.session is not None and fp32.session is None
+    group = GROUPS[1]
+    passages = [group.positive, *group.negatives]
+    a, b = int8.score(group.question, passages), fp32.score(group.question, passages)
+    assert np.array_equal(a, int8.score(group.question, passages))
+    assert np.abs(a - b).max() < 0.1 * (np.abs(b).max() + 1)
+    (folder / ONNX_FILE).write_bytes(b"torn")
+    with pytest.raises(InputError, match=f"{ONNX_FILE} does not match its checksum"):
+        TextStage(folder)

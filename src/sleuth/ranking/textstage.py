@@ -8,9 +8,11 @@ questions with BM25's non-gold hits as hard negatives. It reorders only the agen
 :data:`RERANK_TOP` (a later hop's document shares few words with the question, so the selector's
 score stays in the sum: :meth:`TextStage.rerank`).
 
-A stage folder holds ``config.json`` (BERT's), ``tokenizer.json``, ``model.safetensors`` and
-``text_stage.json`` (:class:`TextStageInfo`: what it was trained on, the weights' SHA-256, the
-fusion weight). Loading checks the checksum, so a torn or swapped weight file is one clear error.
+A stage folder holds ``config.json`` (BERT's), ``tokenizer.json``, ``model.safetensors``, its
+int8 ONNX export ``int8.onnx`` (the embedder's recipe, :mod:`sleuth.embed.onnx`; what scores, when
+present) and ``text_stage.json`` (:class:`TextStageInfo`: what it was trained on, the files'
+SHA-256, the fusion weight). Loading checks the checksums, so a torn or swapped file is one clear
+error.
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ from sleuth.errors import InputError
 
 INFO_FILE = "text_stage.json"
 WEIGHTS_FILE = "model.safetensors"
+ONNX_FILE = "int8.onnx"
 STAGE_FILES = ("config.json", "tokenizer.json", WEIGHTS_FILE, INFO_FILE)
 RERANK_TOP = 10
 """Documents of the final list the stage reads (the agent lists 10; R@2 and R@5 live there)."""
@@ -45,6 +48,8 @@ class TextStageInfo(BaseModel):
     """Fusion: final score = z(selector logit) + weight * z(text logit) over the top documents."""
     sha256: str
     """Of ``model.safetensors``."""
+    onnx_sha256: str | None = None
+    """Of ``int8.onnx``; None: no export, torch scores."""
     question_ids: list[str] = Field(default_factory=list)
     """Every task it was trained on (never evaluate on these)."""
     trained_on: dict[str, Any] = Field(default_factory=dict)
@@ -121,44 +126,82 @@ def read_info(folder: Path) -> TextStageInfo:
     except (OSError, ValidationError, ValueError) as e:
         reason = str(e).splitlines()[0]
         raise InputError(f"unreadable {INFO_FILE} ({reason})", source=str(folder)) from e
-    if sha256_file(folder / WEIGHTS_FILE) != info.sha256:
-        raise InputError(f"{WEIGHTS_FILE} does not match its checksum", source=str(folder))
+    sums = {WEIGHTS_FILE: info.sha256, ONNX_FILE: info.onnx_sha256}
+    for name, digest in sums.items():
+        if digest is not None and (
+            not (folder / name).is_file() or sha256_file(folder / name) != digest
+        ):
+            raise InputError(f"{name} does not match its checksum", source=str(folder))
     return info
+
+
+def torch_scorer(folder: Path) -> Any:
+    """The stage's torch module from its folder (eager attention, as the ONNX export traces).
+
+    Raises:
+        InputError: the weights do not fit the model.
+    """
+    from safetensors.torch import load_file
+    from transformers import BertConfig, BertModel
+
+    config = BertConfig.from_json_file(str(folder / "config.json"))
+    config._attn_implementation = "eager"
+    model = cross_scorer(BertModel(config, add_pooling_layer=False))
+    try:
+        model.load_state_dict(load_file(str(folder / WEIGHTS_FILE)))
+    except (RuntimeError, OSError, ValueError) as e:
+        reason = str(e).splitlines()[0]
+        raise InputError(f"cannot load {WEIGHTS_FILE} ({reason})", source=str(folder)) from e
+    return model.eval()
+
+
+def export_int8(folder: Path) -> str:
+    """Export the stage's weights to ``int8.onnx`` (fp32 trace, then the embedder's dynamic
+    quantisation); returns its SHA-256."""
+    import tempfile
+
+    from sleuth.embed.onnx import export_module, quantize_int8
+
+    with tempfile.TemporaryDirectory() as tmp:
+        fp32 = Path(tmp) / "fp32.onnx"
+        export_module(torch_scorer(folder), fp32, "logit")
+        quantize_int8(fp32, folder / ONNX_FILE)
+    return sha256_file(folder / ONNX_FILE)
 
 
 class TextStage:
     """A trained stage loaded for scoring (thread-safe: parallel runs share one model)."""
 
-    def __init__(self, folder: str | Path, threads: int | None = None):
-        import torch
-        from safetensors.torch import load_file
-        from transformers import BertConfig, BertModel
-
+    def __init__(self, folder: str | Path, threads: int | None = None, onnx: bool = True):
         self.folder = Path(folder)
         self.info = read_info(self.folder)
         self.tokenizer = pair_tokenizer(self.folder, self.info.max_tokens)
-        config = BertConfig.from_json_file(str(self.folder / "config.json"))
-        model = cross_scorer(BertModel(config, add_pooling_layer=False))
-        try:
-            model.load_state_dict(load_file(str(self.folder / WEIGHTS_FILE)))
-        except (RuntimeError, OSError, ValueError) as e:
-            reason = str(e).splitlines()[0]
-            raise InputError(f"cannot load {WEIGHTS_FILE} ({reason})", source=str(folder)) from e
-        self.model = model.eval()
-        self.threads = threads
         self._lock = threading.Lock()
-        self._torch = torch
+        self.session: Any = None
+        self.model: Any = None
+        if onnx and self.info.onnx_sha256:
+            from sleuth.embed.onnx import cpu_session
+
+            self.session = cpu_session(self.folder / ONNX_FILE, threads)
+        else:
+            self.model = torch_scorer(self.folder)
+        self.threads = threads
 
     def score(self, question: str, passages: Sequence[str]) -> np.ndarray:
         """One logit per passage (higher: more likely gold), in input order; deterministic."""
         if not passages:
             return np.zeros(0, np.float32)
-        torch = self._torch
         encodings = self.tokenizer.encode_batch([(question, p) for p in passages])
+        ids, mask = padded(encodings)
+        if self.session is not None:
+            feed = {"input_ids": ids.numpy(), "attention_mask": mask.numpy()}
+            return np.asarray(self.session.run(None, feed)[0], dtype=np.float32)
+        import torch
+
         with self._lock, torch.inference_mode():
             if self.threads:
                 torch.set_num_threads(self.threads)
-            logits = self.model(*padded(encodings))
+            logits = self.model(ids, mask)
         return np.asarray(logits.float().numpy(), dtype=np.float32)
 
     def rerank(

@@ -31,6 +31,7 @@ from sleuth.ranking.textstage import (
     WEIGHTS_FILE,
     TextStageInfo,
     cross_scorer,
+    export_int8,
     padded,
     pair_tokenizer,
     passage_text,
@@ -60,6 +61,8 @@ class TextStageTrainConfig:
     threads: int = 2
     weight: float = 1.0
     """Fusion weight stored with the stage (:attr:`TextStageInfo.weight`)."""
+    onnx: bool = True
+    """Also export ``int8.onnx`` (what scores; several times faster than torch on CPU)."""
 
     def __post_init__(self) -> None:
         if self.max_tokens < 8 or self.negatives < 1 or self.steps < 1 or self.groups_per_step < 1:
@@ -221,6 +224,7 @@ def _save(
         max_tokens=config.max_tokens,
         weight=config.weight,
         sha256=sha256_file(out / WEIGHTS_FILE),
+        onnx_sha256=export_int8(out) if config.onnx else None,
         question_ids=sorted(set(question_ids)),
         trained_on=trained_on,
     )
