@@ -44,6 +44,30 @@ def groups_and_ids(config: TextStageTrainConfig, synthetic: int) -> tuple[list[G
     return groups, ids
 
 
+def heldout_accuracy(folder: Path, per_dataset: int) -> dict[str, dict[str, float]]:
+    """Share of held-out groups (gold + hard negatives, built as in training) whose gold passage
+    the stage scores first, next to MiniLM's cosine on the same groups (a check of the stage
+    alone; the agent's figures come from ``quality.py``)."""
+    from sleuth.embed import make_embedder
+    from sleuth.ranking.textstage import load_text_stage
+
+    stage, embedder = load_text_stage(folder), make_embedder("minilm-onnx-int8")
+    config = TextStageTrainConfig(negatives=3)
+    out = {}
+    for name, (reader, folder_, _) in DATASETS.items():
+        docs, tasks = reader(folder_)
+        groups = training_groups(split_tasks(tasks)[1][:per_dataset], docs, config)
+        hits = {"stage": 0, "cosine": 0}
+        for g in groups:
+            passages = [g.positive, *g.negatives]
+            hits["stage"] += int(stage.score(g.question, passages).argmax() == 0)
+            vectors = embedder.embed_documents(passages)
+            hits["cosine"] += int((vectors @ embedder.embed_query(g.question)).argmax() == 0)
+        out[name] = {k: v / max(1, len(groups)) for k, v in hits.items()} | {"groups": len(groups)}
+        print(name, out[name], flush=True)
+    return out
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="the stage folder to write")
@@ -51,7 +75,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-tokens", type=int, default=TextStageTrainConfig.max_tokens)
     parser.add_argument("--synthetic", type=int, default=60)
     parser.add_argument("--weight", type=float, default=TextStageTrainConfig.weight)
+    parser.add_argument("--check", type=int, default=0, help="only: held-out group accuracy")
     args = parser.parse_args(argv)
+    if args.check:
+        heldout_accuracy(args.out, args.check)
+        return 0
     try:
         config = TextStageTrainConfig(
             steps=args.steps, max_tokens=args.max_tokens, weight=args.weight

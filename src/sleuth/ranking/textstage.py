@@ -1,18 +1,22 @@
-"""The learned text stage: a cross-encoder that reads the question and a passage together.
+"""The learned text stage: late interaction over the question's and a passage's tokens.
 
 The selector (:mod:`sleuth.ranking.selector`) judges a document from retrieval and multi-hop
-features; it never reads the question and the passage side by side. The text stage does: the
-shipped all-MiniLM-L6-v2 encoder over ``[CLS] question [SEP] title: passage [SEP]``, mean
-pooled, and one linear unit, fine-tuned here (:mod:`sleuth.train.text_stage`) on training-side
-questions with BM25's non-gold hits as hard negatives. It reorders only the agent's final top
-:data:`RERANK_TOP` (a later hop's document shares few words with the question, so the selector's
-score stays in the sum: :meth:`TextStage.rerank`).
+features; it never matches the question's words against the passage's in context. The text
+stage does, ColBERT-style: the shipped all-MiniLM-L6-v2 encoder reads the question and each
+passage (``title: text``) apart; the score is the mean over question tokens of the best cosine
+with any passage token, plus the cosine of the two mean-pooled vectors (MiniLM's own sentence
+similarity, so the untrained stage already ranks like the embedder). It is fine-tuned here
+(:mod:`sleuth.train.text_stage`) on training-side questions with hard negatives, and reorders
+only the agent's final top :data:`RERANK_TOP` (a later hop's document shares few words with the
+question, so the selector's score stays in the sum: :meth:`TextStage.rerank`). A cross-encoder
+(question and passage in one input, a linear head) was tried first and did not learn in the
+training time a 2-core machine allows (docs/RESULTS.md).
 
 A stage folder holds ``config.json`` (BERT's), ``tokenizer.json``, ``model.safetensors``, its
-int8 ONNX export ``int8.onnx`` (the embedder's recipe, :mod:`sleuth.embed.onnx`; what scores, when
-present) and ``text_stage.json`` (:class:`TextStageInfo`: what it was trained on, the files'
-SHA-256, the fusion weight). Loading checks the checksums, so a torn or swapped file is one clear
-error.
+int8 ONNX export ``int8.onnx`` (the embedder's recipe, :mod:`sleuth.embed.onnx`; what encodes,
+when present) and ``text_stage.json`` (:class:`TextStageInfo`: what it was trained on, the
+files' SHA-256, the fusion weight). Loading checks the checksums, so a torn or swapped file is
+one clear error.
 """
 
 from __future__ import annotations
@@ -43,9 +47,9 @@ class TextStageInfo(BaseModel):
     model_config = ConfigDict(extra="forbid")
     schema_version: int = SCHEMA_VERSION
     max_tokens: int = Field(ge=8)
-    """Question + passage are cut to this many tokens (training and scoring alike)."""
+    """A passage is cut to this many tokens (training and scoring alike)."""
     weight: float = 1.0
-    """Fusion: final score = z(selector logit) + weight * z(text logit) over the top documents."""
+    """Fusion: final score = z(selector logit) + weight * z(text score) over the top documents."""
     sha256: str
     """Of ``model.safetensors``."""
     onnx_sha256: str | None = None
@@ -63,32 +67,54 @@ def sha256_file(path: Path) -> str:
     return h.hexdigest()
 
 
-def cross_scorer(bert: Any) -> Any:
-    """BERT + mean pooling + one linear unit, as a torch module (torch imported on use)."""
+QUESTION_TOKENS = 64
+"""A question is cut to this many tokens; a passage to :attr:`TextStageInfo.max_tokens`."""
+
+
+def encoder(bert: Any) -> Any:
+    """BERT's last hidden states as a ``(input_ids, attention_mask) -> hidden`` torch module."""
     import torch
 
-    class CrossScorer(torch.nn.Module):
+    class Encoder(torch.nn.Module):
         def __init__(self) -> None:
             super().__init__()
             self.bert = bert
-            self.head = torch.nn.Linear(bert.config.hidden_size, 1)
 
         def forward(self, input_ids: torch.Tensor, attention_mask: torch.Tensor) -> torch.Tensor:
-            hidden = self.bert(input_ids=input_ids, attention_mask=attention_mask)[0]
-            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
-            mean = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
-            out: torch.Tensor = self.head(mean).squeeze(-1)
-            return out
+            hidden: torch.Tensor = self.bert(input_ids=input_ids, attention_mask=attention_mask)[0]
+            return hidden
 
-    return CrossScorer()
+    return Encoder()
 
 
-def pair_tokenizer(folder: Path, max_tokens: int) -> Any:
-    """The MiniLM tokenizer encoding (question, passage) pairs, the passage cut first."""
+def late_scores(question: Any, question_mask: Any, passages: Any, passage_mask: Any) -> Any:
+    """Scores of ``passages`` (n, L, D hidden states) for one question (1, Lq, D): mean over
+    question tokens of the best token cosine, plus the mean-pooled vectors' cosine (torch)."""
+    import torch
+    from torch.nn.functional import normalize
+
+    q_mask, p_mask = question_mask[0].bool(), passage_mask.bool()
+    q_tokens = normalize(question[0][q_mask], dim=-1)
+    p_tokens = normalize(passages, dim=-1)
+    sim = torch.einsum("id,njd->nij", q_tokens, p_tokens)
+    sim = sim.masked_fill(~p_mask[:, None, :], -2.0)
+    maxsim = sim.max(dim=-1).values.mean(dim=-1)
+    q_mean = normalize(_mean(question, question_mask), dim=-1)
+    p_mean = normalize(_mean(passages, passage_mask), dim=-1)
+    return maxsim + (p_mean @ q_mean[0])
+
+
+def _mean(hidden: Any, mask: Any) -> Any:
+    weights = mask.unsqueeze(-1).to(hidden.dtype)
+    return (hidden * weights).sum(1) / weights.sum(1).clamp(min=1e-9)
+
+
+def text_tokenizer(folder: Path, max_tokens: int) -> Any:
+    """The MiniLM tokenizer, cutting at ``max_tokens``."""
     from tokenizers import Tokenizer
 
     tokenizer = Tokenizer.from_file(str(folder / "tokenizer.json"))
-    tokenizer.enable_truncation(max_tokens, strategy="only_second")
+    tokenizer.enable_truncation(max_tokens)
     tokenizer.no_padding()
     return tokenizer
 
@@ -146,7 +172,7 @@ def torch_scorer(folder: Path) -> Any:
 
     config = BertConfig.from_json_file(str(folder / "config.json"))
     config._attn_implementation = "eager"
-    model = cross_scorer(BertModel(config, add_pooling_layer=False))
+    model = encoder(BertModel(config, add_pooling_layer=False))
     try:
         model.load_state_dict(load_file(str(folder / WEIGHTS_FILE)))
     except (RuntimeError, OSError, ValueError) as e:
@@ -164,7 +190,7 @@ def export_int8(folder: Path) -> str:
 
     with tempfile.TemporaryDirectory() as tmp:
         fp32 = Path(tmp) / "fp32.onnx"
-        export_module(torch_scorer(folder), fp32, "logit")
+        export_module(torch_scorer(folder), fp32, "hidden")
         quantize_int8(fp32, folder / ONNX_FILE)
     return sha256_file(folder / ONNX_FILE)
 
@@ -175,7 +201,8 @@ class TextStage:
     def __init__(self, folder: str | Path, threads: int | None = None, onnx: bool = True):
         self.folder = Path(folder)
         self.info = read_info(self.folder)
-        self.tokenizer = pair_tokenizer(self.folder, self.info.max_tokens)
+        self.question_tokenizer = text_tokenizer(self.folder, QUESTION_TOKENS)
+        self.tokenizer = text_tokenizer(self.folder, self.info.max_tokens)
         self._lock = threading.Lock()
         self.session: Any = None
         self.model: Any = None
@@ -187,22 +214,30 @@ class TextStage:
             self.model = torch_scorer(self.folder)
         self.threads = threads
 
-    def score(self, question: str, passages: Sequence[str]) -> np.ndarray:
-        """One logit per passage (higher: more likely gold), in input order; deterministic."""
-        if not passages:
-            return np.zeros(0, np.float32)
-        encodings = self.tokenizer.encode_batch([(question, p) for p in passages])
-        ids, mask = padded(encodings)
-        if self.session is not None:
-            feed = {"input_ids": ids.numpy(), "attention_mask": mask.numpy()}
-            return np.asarray(self.session.run(None, feed)[0], dtype=np.float32)
+    def _hidden(self, ids: Any, mask: Any) -> Any:
         import torch
 
+        if self.session is not None:
+            feed = {"input_ids": ids.numpy(), "attention_mask": mask.numpy()}
+            return torch.from_numpy(np.asarray(self.session.run(None, feed)[0], np.float32))
         with self._lock, torch.inference_mode():
             if self.threads:
                 torch.set_num_threads(self.threads)
-            logits = self.model(ids, mask)
-        return np.asarray(logits.float().numpy(), dtype=np.float32)
+            return self.model(ids, mask).float()
+
+    def score(self, question: str, passages: Sequence[str]) -> np.ndarray:
+        """One score per passage (higher: more likely gold), in input order; deterministic."""
+        if not passages:
+            return np.zeros(0, np.float32)
+        import torch
+
+        q_ids, q_mask = padded([self.question_tokenizer.encode(question)])
+        p_ids, p_mask = padded(self.tokenizer.encode_batch(list(passages)))
+        with torch.inference_mode():
+            scores = late_scores(
+                self._hidden(q_ids, q_mask), q_mask, self._hidden(p_ids, p_mask), p_mask
+            )
+        return np.asarray(scores.numpy(), dtype=np.float32)
 
     def rerank(
         self,

