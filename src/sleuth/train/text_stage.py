@@ -71,8 +71,12 @@ class TextStageTrainConfig:
     """Also export ``int8.onnx`` (what scores; several times faster than torch on CPU)."""
 
     def __post_init__(self) -> None:
-        if self.max_tokens < 8 or self.negatives < 1 or self.steps < 1 or self.groups_per_step < 1:
-            raise ConfigError("text stage: max_tokens >= 8, negatives, steps, groups >= 1")
+        least = {"max_tokens": 8, "negatives": 1, "groups_per_step": 1, "steps": 1, "threads": 1}
+        for name, low in least.items():
+            if getattr(self, name) < low:
+                raise ConfigError(f"text stage {name} ({getattr(self, name)}) must be >= {low}")
+        if not 0 <= self.frozen_layers <= 6:
+            raise ConfigError(f"text stage frozen_layers ({self.frozen_layers}) must be 0..6")
 
 
 @dataclass(frozen=True)
