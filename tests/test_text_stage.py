@@ -3,6 +3,7 @@ its scores are deterministic; a bad stage folder is one line; the agent uses it 
 
 from __future__ import annotations
 
+import re
 import shutil
 from pathlib import Path
 
@@ -124,3 +125,31 @@ def test_the_int8_export_scores_like_torch_and_is_checked(stage, tmp_path):
     (folder / ONNX_FILE).write_bytes(b"torn")
     with pytest.raises(InputError, match=f"{ONNX_FILE} does not match its checksum"):
         TextStage(folder)
+
+
+class _ReversingStage:
+    """Stands in for a trained stage: reverses the head and records what it read."""
+
+    def __init__(self) -> None:
+        self.read: list[str] = []
+
+    def rerank(self, question, ranked, text_of, top=10):
+        self.read = [text_of(doc) for doc, _ in ranked[:top]]
+        return list(reversed(ranked[:top])) + list(ranked[top:])
+
+
+class _Titles:
+    def title(self, doc_id: str) -> str:
+        return f"Title {doc_id}"
+
+
+def test_the_agent_orders_its_final_list_with_the_stage_only_beside_a_selector():
+    from sleuth.policies.heuristic import HeuristicAgent
+
+    ranked = [("a", 0.9), ("b", 0.5), ("c", 0.1)]
+    stage = _ReversingStage()
+    with_stage = HeuristicAgent(selector=_Titles(), text_stage=stage).answer("q?", ranked, [])
+    assert re.findall(r'id="(\w+)"', with_stage) == ["c", "b", "a"]
+    assert stage.read == ["Title a: ", "Title b: ", "Title c: "]
+    plain = HeuristicAgent(text_stage=_ReversingStage()).answer("q?", ranked, [])
+    assert re.findall(r'id="(\w+)"', plain) == ["a", "b", "c"]
