@@ -70,21 +70,28 @@ def adapt_rows(name: str, index: Index, tasks: int, out: Path, console: Console)
 
 
 def versus_shipped(rows: list[dict[str, Any]], out: Path, console: Console) -> None:
-    """``delta_vs_shipped[key]``: [adapted − shipped, low, high] (paired bootstrap over the same
-    questions) on each ``heuristic-adapted`` row, printed too."""
-    mine, base = (load_results(out / p / "results.jsonl") for p in (ADAPTED, SHIPPED_ROW))
-    for r in rows:
-        if r["policy"] != ADAPTED:
+    """``delta_vs_shipped[key]``: [row − shipped, low, high] (paired bootstrap over the same
+    questions) on each ``heuristic-adapted`` and ``heuristic-text`` row, printed too."""
+    for policy in (ADAPTED, TEXT):
+        if not (out / policy / "results.jsonl").is_file():
             continue
-        ids = [i for i in mine if i in base]  # a pooled corpus: all its datasets' questions
-        r["delta_vs_shipped"] = {}
-        for key in KEYS:
-            pairs = [(mine[i]["metrics"][key], base[i]["metrics"][key]) for i in ids]
-            pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
-            diff, (low, high) = paired_bootstrap_difference(*zip(*pairs, strict=True))
-            r["delta_vs_shipped"][key] = [diff, low, high]
-        shown = ", ".join(
-            f"{k} {d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
-            for k, (d, lo, hi) in r["delta_vs_shipped"].items()
-        )
-        console.print(f"  {r['dataset']} adapted − shipped (paired, n={len(ids)}): {shown}")
+        mine, base = (load_results(out / p / "results.jsonl") for p in (policy, SHIPPED_ROW))
+        for r in rows:
+            if r["policy"] == policy:
+                _versus(r, mine, base, console)
+
+
+def _versus(
+    r: dict[str, Any], mine: dict[str, Any], base: dict[str, Any], console: Console
+) -> None:
+    ids = [i for i in mine if i in base]  # a pooled corpus: all its datasets' questions
+    r["delta_vs_shipped"] = {}
+    for key in KEYS:
+        pairs = [(mine[i]["metrics"][key], base[i]["metrics"][key]) for i in ids]
+        pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
+        diff, (low, high) = paired_bootstrap_difference(*zip(*pairs, strict=True))
+        r["delta_vs_shipped"][key] = [diff, low, high]
+    shown = ", ".join(
+        f"{k} {d:+.3f} [{lo:+.3f}, {hi:+.3f}]" for k, (d, lo, hi) in r["delta_vs_shipped"].items()
+    )
+    console.print(f"  {r['dataset']} {r['policy']} − shipped (paired, n={len(ids)}): {shown}")

@@ -257,7 +257,7 @@ def dataset_rows(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
         concurrency=args.concurrency,
         text_stage=args.text_stage,
     )
-    if args.adapt is not None:
+    if args.adapt is not None or args.text_stage is not None:
         versus_shipped(rows, args.out / f"{name}{suffix}", console)
     return rows
 

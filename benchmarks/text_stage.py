@@ -19,13 +19,15 @@ import time
 from collections.abc import Sequence
 from pathlib import Path
 
+import numpy as np
+
 from sleuth.errors import SleuthError
 from sleuth.tasks.split import split_tasks
 from sleuth.train.recipes.data import synthetic_tasks
 from sleuth.train.text_stage import Group, TextStageTrainConfig, train_text_stage, training_groups
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _datasets import DATASETS  # noqa: E402
+from _datasets import DATASETS, load_corpus  # noqa: E402
 
 
 def groups_and_ids(config: TextStageTrainConfig, synthetic: int) -> tuple[list[Group], list[str]]:
@@ -68,6 +70,36 @@ def heldout_accuracy(folder: Path, per_dataset: int) -> dict[str, dict[str, floa
     return out
 
 
+def latency(folder: Path, index_path: Path, dataset: str, questions: int) -> None:
+    """Seconds per question, interleaved: one ``search_corpus`` (what single-pass costs) and the
+    stage reading its ten best documents (what ``heuristic-text`` adds to the default agent)."""
+    import time
+
+    from sleuth.api.index import Index
+    from sleuth.ranking.textstage import load_text_stage, passage_text
+
+    stage, index = load_text_stage(folder), Index.open(index_path)
+    tasks = [t for ts in load_corpus(dataset).tasks.values() for t in ts][:questions]
+    search_s, stage_s = [], []
+    for task in tasks:
+        started = time.perf_counter()
+        hits = index.search(task.query).chunks
+        search_s.append(time.perf_counter() - started)
+        docs = list(dict.fromkeys(h.doc_id for h in hits))[:10]
+        texts = [
+            passage_text(index.document_chunks(d)[0].title, index.document_chunks(d)[0].text)
+            for d in docs
+        ]
+        started = time.perf_counter()
+        stage.score(task.query, texts)
+        stage_s.append(time.perf_counter() - started)
+    for name, values in (("search_corpus", search_s), ("text stage (10 documents)", stage_s)):
+        print(f"{name}: p50 {np.median(values):.3f} s, mean {np.mean(values):.3f} s")
+    print(
+        f"stage / search (means): {np.mean(stage_s) / np.mean(search_s):.2f}x over {len(tasks)} questions"
+    )
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="the stage folder to write")
@@ -76,7 +108,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--synthetic", type=int, default=60)
     parser.add_argument("--weight", type=float, default=TextStageTrainConfig.weight)
     parser.add_argument("--check", type=int, default=0, help="only: held-out group accuracy")
+    parser.add_argument("--latency", type=int, default=0, help="only: seconds per question")
+    parser.add_argument("--index", type=Path, help="for --latency: an index of --dataset")
+    parser.add_argument("--dataset", default="enron", help="for --latency: its questions")
     args = parser.parse_args(argv)
+    if args.latency:
+        latency(args.out, args.index, args.dataset, args.latency)
+        return 0
     if args.check:
         heldout_accuracy(args.out, args.check)
         return 0
