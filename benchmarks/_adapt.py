@@ -17,14 +17,18 @@ from rich.console import Console
 from sleuth.errors import InputError
 from sleuth.eval import load_results
 from sleuth.eval.aggregate import paired_bootstrap_difference
+from sleuth.eval.records import QueryRecord
 from sleuth.index import Index
 from sleuth.policies.spec import BuiltPolicy, PolicyOptions, build_policy
 from sleuth.ranking.adapted import SHIPPED, adapted_path
 from sleuth.ranking.model import LEARNERS
+from sleuth.ranking.textstage import read_info
 from sleuth.train.adapt import AdaptConfig, AdaptReport, adapt_index
 
 SHIPPED_ROW = "heuristic"
 KEYS = ("recall_at_2", "recall_at_5", "final_answer_found")
+TEXT = "heuristic-text"
+"""The default agent with a learned text stage on its final list."""
 ADAPTED = "heuristic-adapted"
 """The default agent with the ranker ``sleuth adapt`` stored in the index."""
 
@@ -33,6 +37,7 @@ def add_adapt_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--adapt", type=int, default=None, help="sleuth adapt --tasks N first")
     parser.add_argument("--adapt-learners", default=None, help="e.g. linear,gbdt (one row each)")
     parser.add_argument("--adapt-seed", type=int, default=None, help="sleuth adapt --seed")
+    parser.add_argument("--text-stage", type=Path, default=None, help="for heuristic-text")
 
 
 def check_adapt_arguments(args: argparse.Namespace) -> None:
@@ -61,15 +66,32 @@ def adapted_rows(learners: list[str] | None) -> list[str]:
     return [f"{ADAPTED}-{n}" for n in learners] if learners else [ADAPTED]
 
 
-def built_policy(policy: str, index: Index, out: Path) -> BuiltPolicy:
+def built_policy(
+    policy: str, index: Index, out: Path, text_stage: Path | None = None
+) -> BuiltPolicy:
     """``heuristic`` with the shipped ranker even on an adapted index; ``heuristic-adapted`` with
-    the index's own (``sleuth adapt``), ``heuristic-adapted-LEARNER`` with that learner's."""
+    the index's own (``sleuth adapt``), ``heuristic-adapted-LEARNER`` with that learner's;
+    ``heuristic-text`` with ``text_stage``."""
     if policy == ADAPTED:
         return build_policy("heuristic", PolicyOptions(ranker=str(adapted_path(index.path))))
     if policy.startswith(f"{ADAPTED}-"):
         kept = out / f"adapt-{index.path.name}-{policy.removeprefix(f'{ADAPTED}-')}.json"
         return build_policy("heuristic", PolicyOptions(ranker=str(kept)))
-    return build_policy(policy, PolicyOptions(ranker=SHIPPED))
+    stage = str(text_stage) if text_stage else None
+    return build_policy(policy, PolicyOptions(ranker=SHIPPED, text_stage=stage))
+
+
+def stage_ids(policies: list[str], text_stage: Path | None) -> set[str]:
+    """The questions ``heuristic-text``'s stage trained on (checked: the row needs a stage).
+
+    Raises:
+        InputError: ``heuristic-text`` asked for without a stage, or an invalid stage folder.
+    """
+    if text_stage is None:
+        if TEXT in policies:
+            raise InputError(f"{TEXT} needs --text-stage DIR (benchmarks/text_stage.py)")
+        return set()
+    return set(read_info(text_stage).question_ids)
 
 
 def adapt_rows(name: str, index: Index, args: argparse.Namespace, console: Console) -> None:
@@ -107,22 +129,25 @@ def _print_report(name: str, report: AdaptReport, took: float, console: Console)
 
 
 def versus_shipped(rows: list[dict[str, Any]], out: Path, console: Console) -> None:
-    """``delta_vs_shipped[key]``: [adapted − shipped, low, high] (paired bootstrap over the same
-    questions) on each ``heuristic-adapted*`` row, printed too."""
+    """``delta_vs_shipped[key]``: [row − shipped, low, high] (paired bootstrap over the same
+    questions) on each ``heuristic-adapted*`` and ``heuristic-text`` row, printed too."""
     base = load_results(out / SHIPPED_ROW / "results.jsonl")
     for r in rows:
-        if not r["policy"].startswith(ADAPTED):
-            continue
-        mine = load_results(out / r["policy"] / "results.jsonl")
-        ids = [i for i in mine if i in base]  # a pooled corpus: all its datasets' questions
-        r["delta_vs_shipped"] = {}
-        for key in KEYS:
-            pairs = [(getattr(mine[i].metrics, key), getattr(base[i].metrics, key)) for i in ids]
-            pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
-            diff, (low, high) = paired_bootstrap_difference(*zip(*pairs, strict=True))
-            r["delta_vs_shipped"][key] = [diff, low, high]
-        shown = ", ".join(
-            f"{k} {d:+.3f} [{lo:+.3f}, {hi:+.3f}]"
-            for k, (d, lo, hi) in r["delta_vs_shipped"].items()
-        )
-        console.print(f"  {r['dataset']} {r['policy']} − shipped (paired, n={len(ids)}): {shown}")
+        if r["policy"].startswith(ADAPTED) or r["policy"] == TEXT:
+            _versus(r, load_results(out / r["policy"] / "results.jsonl"), base, console)
+
+
+def _versus(
+    r: dict[str, Any], mine: dict[str, QueryRecord], base: dict[str, QueryRecord], console: Console
+) -> None:
+    ids = [i for i in mine if i in base]  # a pooled corpus: all its datasets' questions
+    r["delta_vs_shipped"] = {}
+    for key in KEYS:
+        pairs = [(getattr(mine[i].metrics, key), getattr(base[i].metrics, key)) for i in ids]
+        pairs = [(a, b) for a, b in pairs if a is not None and b is not None]
+        diff, (low, high) = paired_bootstrap_difference(*zip(*pairs, strict=True))
+        r["delta_vs_shipped"][key] = [diff, low, high]
+    shown = ", ".join(
+        f"{k} {d:+.3f} [{lo:+.3f}, {hi:+.3f}]" for k, (d, lo, hi) in r["delta_vs_shipped"].items()
+    )
+    console.print(f"  {r['dataset']} {r['policy']} − shipped (paired, n={len(ids)}): {shown}")

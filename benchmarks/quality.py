@@ -19,13 +19,13 @@ Indexes (``OUT/index``) and eval folders (``OUT/<dataset>/<policy>``) are reused
 runs what is missing. The full ``pooled`` corpus is 12,913 documents (~13.4k MiniLM chunks).
 
     python benchmarks/quality.py --policies single-pass,heuristic --out /tmp/sleuth-quality
-    python benchmarks/quality.py --datasets enron,patents --policies single-pass,heuristic
     python benchmarks/quality.py --datasets enron,patents --adapt 300  # + heuristic-adapted rows
 
-``--adapt N`` first runs ``sleuth adapt`` on each dataset's index (N tasks generated over its
-corpus, never its hand-written questions) and adds a ``heuristic-adapted`` row (``--adapt-learners
-linear,gbdt``: one row per learner; ``--adapt-seed S``: other generated tasks); the
-``heuristic`` row then still uses the shipped ranker.
+``--text-stage DIR`` (``benchmarks/text_stage.py``) is the ``heuristic-text`` row's stage (its
+training questions are never evaluated either). ``--adapt N`` first runs ``sleuth adapt`` on each
+dataset's index (N tasks generated over its corpus, never its hand-written questions) and adds a
+``heuristic-adapted`` row (``--adapt-learners linear,gbdt``: one row per learner; ``--adapt-seed
+S``: other generated tasks); the ``heuristic`` row then still uses the shipped ranker.
 """
 
 from __future__ import annotations
@@ -60,6 +60,7 @@ from _adapt import (  # noqa: E402
     add_adapt_arguments,
     built_policy,
     check_adapt_arguments,
+    stage_ids,
     versus_shipped,
 )
 from _datasets import DATASETS, HANDWRITTEN, POOLS, Corpus, load_corpus  # noqa: E402
@@ -159,6 +160,7 @@ def evaluate(
     train_ids: set[str],
     limit: int | None,
     concurrency: int,
+    text_stage: Path | None = None,
 ) -> list[dict[str, Any]]:
     """One row per (dataset of the corpus, policy); a combined corpus names rows ``combined/X``."""
     toolbox = Toolbox(index)
@@ -168,7 +170,7 @@ def evaluate(
     per_question: PerQuestion = {}
     for policy in policies:
         t0 = time.perf_counter()
-        built = built_policy(policy, index, out.parent)
+        built = built_policy(policy, index, out.parent, text_stage)
         records = policy_records(everything, built, toolbox, out / policy, concurrency)
         console.print(f"  {corpus.name} {policy}: {time.perf_counter() - t0:.0f} s")
         by_id = {r.task_id: r for r in records}
@@ -180,9 +182,6 @@ def evaluate(
             per_question[(label, policy)] = mine
     add_deltas(rows, per_question)
     return rows
-
-
-# ---- command line -------------------------------------------------------------------------
 
 
 def _names(text: str, known: Sequence[str], what: str) -> list[str]:
@@ -222,7 +221,7 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     check_adapt_arguments(args)
     if args.concurrency < 1:
         raise InputError(f"--concurrency ({args.concurrency}) must be at least 1")
-    args.train = read_train_ids(args.train_ids)
+    args.train = read_train_ids(args.train_ids) | stage_ids(args.policies, args.text_stage)
     return args
 
 
@@ -245,8 +244,8 @@ def dataset_rows(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
     started = time.perf_counter()
     path = args.out / "index" / f"{name}-{args.embedder}{suffix}"
     index = open_index(path, corpus.docs, args.embedder)
-    took = time.perf_counter() - started
-    console.print(f"{name}: {len(corpus.docs)} documents, {len(index)} chunks ({took:.0f} s)")
+    took = f"{time.perf_counter() - started:.0f} s"
+    console.print(f"{name}: {len(corpus.docs)} documents, {len(index)} chunks ({took})")
     if args.adapt is not None:
         adapt_rows(name, index, args, console)
     rows = evaluate(
@@ -257,8 +256,9 @@ def dataset_rows(name: str, args: argparse.Namespace) -> list[dict[str, Any]]:
         train_ids=args.train,
         limit=args.questions,
         concurrency=args.concurrency,
+        text_stage=args.text_stage,
     )
-    if args.adapt is not None:
+    if args.adapt is not None or args.text_stage is not None:
         versus_shipped(rows, args.out / f"{name}{suffix}", console)
     return rows
 

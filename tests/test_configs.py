@@ -13,6 +13,7 @@ from sleuth.datagen.pipeline.runner import DatagenConfig
 from sleuth.demo import DemoConfig
 from sleuth.errors import ConfigError
 from sleuth.train.constants import CISPO_W_MAX, CISPO_W_MIN
+from sleuth.train.text_stage import TextStageTrainConfig
 
 CASES = [
     (DatagenConfig, {"workers": 0}, "workers"),
@@ -24,6 +25,8 @@ CASES = [
     (LLMConfig, {"model": "m", "mode": "record", "timeout_s": 0}, "timeout_s"),
     (DemoConfig, {"real_tasks": -1}, "real_tasks"),
     (DemoConfig, {"extra_documents": -5}, "extra_documents"),
+    (TextStageTrainConfig, {"negatives": 0}, "negatives"),
+    (TextStageTrainConfig, {"frozen_layers": 7}, "frozen_layers"),
 ]
 
 
@@ -35,7 +38,13 @@ def test_a_bad_setting_is_a_config_error_that_names_it(cls, fields, name):
 
 @pytest.mark.parametrize(
     "config",
-    [DatagenConfig(), LLMConfig(model="m", mode="record"), DemoConfig(), DemoConfig.quick()],
+    [
+        DatagenConfig(),
+        LLMConfig(model="m", mode="record"),
+        DemoConfig(),
+        DemoConfig.quick(),
+        TextStageTrainConfig(),
+    ],
 )
 def test_settings_are_frozen(config):
     field = dataclasses.fields(config)[0].name

@@ -153,6 +153,13 @@ RankerOpt = Annotated[
     ),
 ]
 
+TextStageOpt = Annotated[
+    Path | None,
+    typer.Option(
+        help="Text stage folder for --policy heuristic-text (trained by benchmarks/text_stage.py)."
+    ),
+]
+
 
 def chosen_policy(
     policy: str | None,
@@ -163,6 +170,7 @@ def chosen_policy(
     adapter: str | None = None,
     engine: str = "transformers",
     ranker: Path | None = None,
+    text_stage: Path | None = None,
 ) -> BuiltPolicy:
     """The policy the options name (``--policy SPEC``, or the ``--model``/``--base-url``
     shorthand), built by :func:`sleuth.policies.build_policy`."""
@@ -176,7 +184,11 @@ def chosen_policy(
             source=str(ranker),
         )
     options = PolicyOptions(
-        api_key=api_key, adapter=adapter, engine=engine, ranker=str(ranker) if ranker else None
+        api_key=api_key,
+        adapter=adapter,
+        engine=engine,
+        ranker=str(ranker) if ranker else None,
+        text_stage=str(text_stage) if text_stage else None,
     )
     return build_policy(spec, options)
 

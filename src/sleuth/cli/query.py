@@ -22,6 +22,7 @@ from sleuth.cli.common import (
     PolicyOpt,
     RankerOpt,
     ReplyTokensOpt,
+    TextStageOpt,
     _harness_config,
     app,
     at_least,
@@ -50,6 +51,7 @@ def run(
     adapter: AdapterOpt = None,
     engine: EngineOpt = "auto",
     ranker: RankerOpt = None,
+    text_stage: TextStageOpt = None,
     budget: Annotated[int, typer.Option(help="Token budget T.")] = BUDGET_TOKENS,
     max_turns: Annotated[int, typer.Option(help="Maximum turns.")] = MAX_TURNS,
     max_reply_tokens: ReplyTokensOpt = DEFAULT_REPLY_TOKENS,
@@ -77,7 +79,15 @@ def run(
     config = _harness_config(budget, max_turns, max_reply_tokens)
     tools = common.open_toolbox(index, reranker)
     built = chosen_policy(
-        policy, model, base_url, fmt, api_key, adapter, engine=engine, ranker=ranker
+        policy,
+        model,
+        base_url,
+        fmt,
+        api_key,
+        adapter,
+        engine=engine,
+        ranker=ranker,
+        text_stage=text_stage,
     )
     result = Agent(tools, built, harness=config).search(query, trajectory=trajectory)
     if as_json:
@@ -139,6 +149,7 @@ def eval_cmd(
     adapter: AdapterOpt = None,
     engine: EngineOpt = "auto",
     ranker: RankerOpt = None,
+    text_stage: TextStageOpt = None,
     rollouts: Annotated[int, typer.Option(help="Rollouts per query, fused (the report's 4x).")] = 1,
     fuse: Annotated[str, typer.Option(help="Fusion of rollouts.")] = "rrf",
     concurrency: Annotated[int, typer.Option(help="Queries run at once.")] = 4,
@@ -177,7 +188,15 @@ def eval_cmd(
             "holds no tasks; give a task JSONL with one task per line", source=str(tasks)
         )
     built = chosen_policy(
-        policy, model, base_url, fmt, api_key, adapter, engine=engine, ranker=ranker
+        policy,
+        model,
+        base_url,
+        fmt,
+        api_key,
+        adapter,
+        engine=engine,
+        ranker=ranker,
+        text_stage=text_stage,
     )
     summary = evaluate(
         task_list,

@@ -20,6 +20,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -87,7 +88,7 @@ def export(model_dir: str | Path, folder: Path) -> dict[str, str]:
     with tempfile.TemporaryDirectory() as tmp:
         fp32, int8 = Path(tmp) / "fp32.onnx", Path(tmp) / "int8.onnx"
         _export_fp32(Path(model_dir), fp32)
-        _quantize(fp32, int8)
+        quantize_int8(fp32, int8)
         sums = {}
         for src in (fp32, int8):
             data = src.read_bytes()
@@ -117,22 +118,30 @@ def _export_fp32(model_dir: Path, out: Path) -> None:
             mean = (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
             return torch.nn.functional.normalize(mean, dim=-1)
 
+    export_module(SentenceEmbedder(), out, "embedding")
+
+
+def export_module(module: Any, out: Path, output: str) -> None:
+    """Trace a ``(input_ids, attention_mask) -> output`` torch module to ONNX, batch and
+    length dynamic (also the text stage's export, :mod:`sleuth.ranking.textstage`)."""
+    import torch
+
     example = torch.ones(2, 16, dtype=torch.long)
     axes = {"input_ids": {0: "batch", 1: "tokens"}, "attention_mask": {0: "batch", 1: "tokens"}}
     with torch.no_grad():
         torch.onnx.export(
-            SentenceEmbedder(),
+            module.eval(),
             (example, example),
             str(out),
             input_names=["input_ids", "attention_mask"],
-            output_names=["embedding"],
-            dynamic_axes={**axes, "embedding": {0: "batch"}},
+            output_names=[output],
+            dynamic_axes={**axes, output: {0: "batch"}},
             opset_version=17,
             dynamo=False,
         )
 
 
-def _quantize(fp32: Path, out: Path) -> None:
+def quantize_int8(fp32: Path, out: Path) -> None:
     """int8 weights (per output channel) of the weight x activation products, except each
     layer's feed-forward output, whose post-GELU inputs have outliers. Measured on 300 MuSiQue
     paragraphs against fp32: this keeps cosine >= 0.994 (mean 0.997) at 1.8x fp32's speed;
@@ -171,12 +180,25 @@ def default_threads() -> int:
         return max(1, os.cpu_count() or 1)
 
 
+def cpu_session(path: Path, threads: int | None = None) -> Any:
+    """An onnxruntime CPU session of ``path`` with the settings measured for 2 shared cores."""
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.intra_op_num_threads = threads or default_threads()
+    options.inter_op_num_threads = 1
+    options.log_severity_level = 3
+    # Idle pool threads sleep instead of spinning: on 2 shared cores, next to ingest's
+    # writer thread and other processes, spinning ran at 0.73x (benchmarks/embed_speed.py).
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
+    return ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+
+
 class OnnxMiniLM:
     """all-MiniLM-L6-v2 through onnxruntime; texts sorted by token count before batching so a
     batch pads to little more than its own length."""
 
     def __init__(self, model_dir: str, variant: str, spec: str, threads: int | None = None):
-        import onnxruntime as ort
         from tokenizers import Tokenizer
 
         self.spec = spec
@@ -185,16 +207,7 @@ class OnnxMiniLM:
         self.tokenizer = Tokenizer.from_file(str(Path(model_dir) / "tokenizer.json"))
         self.tokenizer.enable_truncation(MAX_TOKENS)
         self.tokenizer.no_padding()
-        options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or default_threads()
-        options.inter_op_num_threads = 1
-        options.log_severity_level = 3
-        # Idle pool threads sleep instead of spinning: on 2 shared cores, next to ingest's
-        # writer thread and other processes, spinning ran at 0.73x (benchmarks/embed_speed.py).
-        options.add_session_config_entry("session.intra_op.allow_spinning", "0")
-        self.session = ort.InferenceSession(
-            str(ensure_onnx(model_dir, variant)), options, providers=["CPUExecutionProvider"]
-        )
+        self.session = cpu_session(ensure_onnx(model_dir, variant), threads)
 
     def embed_documents(
         self,

@@ -7,7 +7,9 @@
    best documents mention that no search has asked for and no seen document is titled — each with
    the question words the best document leaves unexplained. Repeat while a hop brings new names,
    up to ``max_hops``, and while the token budget leaves room for another round of results.
-3. Answer with the documents in the selector's order.
+3. Answer with the documents in the selector's order (with a text stage: its first ten
+   reordered by the selector's and the cross-encoder's scores together,
+   :mod:`sleuth.ranking.textstage`).
 
 The agent reads only the transcript (see :mod:`sleuth.policies.transcript`); the selector looks up
 titles and question evidence in the index the tools search. A run is deterministic given the
@@ -37,6 +39,7 @@ from sleuth.ranking.text import (
     overlap,
     stems,
 )
+from sleuth.ranking.textstage import TextStage, passage_text
 from sleuth.tools.rrf import rrf
 from sleuth.tools.spec import DESCRIBE_CORPUS, PRUNE_CHUNKS, READ_DOCUMENT, SEARCH_CORPUS
 
@@ -75,6 +78,9 @@ class HeuristicAgent:
     quote_evidence: bool = True
     """Open each justification with the document's sentence closest to the question (off:
     say only how it was ranked, as short as a small model's reply cap needs)."""
+    text_stage: TextStage | None = None
+    """The learned cross-encoder that reorders the final list's head (opt-in: ``heuristic-text``);
+    used only with a selector."""
     use_filters: bool = True
     """When the question names a sender, a date or a document type and ``describe_corpus`` is
     offered: describe the corpus first and filter the first searches (:mod:`.filters`)."""
@@ -193,11 +199,25 @@ class HeuristicAgent:
         docs = {doc_id_of(c.id) for o in seen for c in o.chunks}
         return {self.selector.title(d).lower() for d in docs} - {""}
 
+    def _passage_of(self, seen: list[ToolReply]) -> Any:
+        """A document's title and the text of the chunks the run saw, for the text stage."""
+        texts: dict[str, list[str]] = {}
+        for o in seen:
+            for c in o.chunks:
+                parts = texts.setdefault(doc_id_of(c.id), [])
+                if c.text not in parts:
+                    parts.append(c.text)
+        title = self.selector.title if self.selector else (lambda _: "")
+        return lambda doc: passage_text(title(doc), "\n".join(texts.get(doc, [])))
+
     def answer(self, question: str, ranked: list[tuple[str, float]], seen: list[ToolReply]) -> str:
         """The final reply: the best ``final_docs`` of ``ranked``, each justified by its sentence
         closest to the question (:attr:`quote_evidence`) and how it was ranked."""
         searches = sum(o.tool == SEARCH_CORPUS for o in seen)
         how = "learned selection" if self.selector else "reciprocal rank fusion"
+        if self.text_stage is not None and self.selector is not None:
+            ranked = self.text_stage.rerank(question, ranked, self._passage_of(seen))
+            how = "learned selection and text stage"
         entries = []
         for rank, (doc, _) in enumerate(ranked[: self.final_docs], start=1):
             why = f"Ranked {rank} by {how} over {searches} searches."

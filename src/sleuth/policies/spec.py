@@ -96,6 +96,9 @@ class PolicyOptions:
     ranker: str | RankerModel | None = None
     """The learned ranker of ``heuristic``: a ``sleuth train ranker`` file, a model in memory, or
     ``shipped``; None: the searched index's adapted one (``sleuth adapt``), else the shipped one."""
+    text_stage: str | None = None
+    """The text stage folder of ``heuristic-text`` (:mod:`sleuth.ranking.textstage`; trained by
+    ``benchmarks/text_stage.py``, not shipped)."""
     final_list: str | None = None
     """Who orders a ``local`` model's final list: ``model`` (its own reply) or ``selector`` (the
     learned selector over every document in view; :mod:`sleuth.policies.selecting`). None: the
@@ -244,7 +247,8 @@ def _single_pass(spec: PolicySpec, options: PolicyOptions) -> BuiltPolicy:
 
 def _heuristic(spec: PolicySpec, options: PolicyOptions) -> BuiltPolicy:
     """``heuristic``: the agent with the learned ranker (search rerank, pruning, final list);
-    ``heuristic-plain``: the same agent ordering by RRF, for comparison."""
+    ``heuristic-plain``: the same agent ordering by RRF, for comparison; ``heuristic-text``: the
+    default plus the learned text stage on its final list (``options.text_stage``)."""
     from sleuth.policies.heuristic import HeuristicAgent
     from sleuth.policies.scripted import ScriptedPolicy
 
@@ -253,8 +257,9 @@ def _heuristic(spec: PolicySpec, options: PolicyOptions) -> BuiltPolicy:
     def factory(seed: int) -> Policy:
         return _named(ScriptedPolicy(HeuristicAgent(**options.agent)), spec.kind)
 
-    if spec.kind != "heuristic":
+    if spec.kind == "heuristic-plain":
         return BuiltPolicy(spec, factory)
+    stage = _text_stage(spec, options)
     from sleuth.ranking.adapted import index_ranker, resolve_ranker
     from sleuth.ranking.model import RankerModel
     from sleuth.ranking.selector import Selector
@@ -277,12 +282,25 @@ def _heuristic(spec: PolicySpec, options: PolicyOptions) -> BuiltPolicy:
         selector = Selector(tools.index, tools.ranker or fixed)
 
         def selecting(seed: int) -> Policy:
-            agent = HeuristicAgent(selector=selector, **options.agent)
+            agent = HeuristicAgent(selector=selector, text_stage=stage, **options.agent)
             return _named(ScriptedPolicy(agent), spec.kind)
 
         return selecting
 
     return BuiltPolicy(spec, factory, wrap_tools=wrap, bind=bind)
+
+
+def _text_stage(spec: PolicySpec, options: PolicyOptions) -> Any:
+    """``heuristic-text``'s stage, loaded now (a bad folder fails before any run); else None."""
+    if spec.kind != "heuristic-text":
+        return None
+    if not options.text_stage:
+        raise InputError(
+            "heuristic-text needs a text stage folder (train one: benchmarks/text_stage.py)"
+        )
+    from sleuth.ranking.textstage import load_text_stage
+
+    return load_text_stage(options.text_stage)
 
 
 SCRIPTED: dict[str, Builder] = {
@@ -291,6 +309,7 @@ SCRIPTED: dict[str, Builder] = {
     "bm25": _single_pass,
     "dense": _single_pass,
     "heuristic-plain": _heuristic,
+    "heuristic-text": _heuristic,
 }
 """Scripted (model-free) policies by name; add an entry to offer a new one."""
 
