@@ -63,7 +63,7 @@ from _adapt import (  # noqa: E402
     stage_ids,
     versus_shipped,
 )
-from _datasets import DATASETS, HANDWRITTEN, POOLS, Corpus, load_corpus  # noqa: E402
+from _datasets import DATASETS, FINAL, HANDWRITTEN, POOLS, Corpus, load_corpus  # noqa: E402
 from _report import (  # noqa: E402
     INTERVAL_KEYS,
     METRICS,
@@ -77,7 +77,7 @@ from _report import (  # noqa: E402
 TRAIN_IDS = (
     Path(__file__).resolve().parents[1] / "src" / "sleuth" / "data" / "ranker" / "ranker.json"
 )
-NAMES = [*DATASETS, *POOLS, *HANDWRITTEN]
+NAMES = [*DATASETS, *POOLS, *HANDWRITTEN, *FINAL]
 BASELINE = "single-pass"
 console = Console(width=240)  # wide enough for the table when piped to a file
 

@@ -75,7 +75,17 @@ def test_split_is_the_fixed_seeded_one_and_dev_is_what_quality_reads():
         tasks = load_tasks(path)
         expected = _datasets.seeded_split([t.id for t in tasks])
         assert {t.id: t.model_extra["split"] for t in tasks} == expected
-        dev = _datasets.dev_questions(path)
+        dev = _datasets.split_questions(path)
         assert 0.55 <= len(dev) / len(tasks) <= 0.65
         assert all(t.model_extra["split"] == "dev" for t in dev)
+        test = _datasets.split_questions(path, "test")
+        assert len(dev) + len(test) == len(tasks)
+        assert all(t.model_extra["split"] == "test" for t in test)
         assert all(re.fullmatch(r"[a-z]+-\d\d", t.id) for t in tasks)
+
+
+def test_the_test_splits_are_only_reachable_by_their_final_names():
+    assert set(_datasets.FINAL).isdisjoint(_datasets.HANDWRITTEN)
+    assert set(_datasets.FINAL.values()) == set(_datasets.HANDWRITTEN)
+    corpus = _datasets.load_corpus("patents-test")
+    assert all(t.model_extra["split"] == "test" for t in corpus.tasks["patents-test"])
