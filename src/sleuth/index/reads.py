@@ -115,7 +115,9 @@ class IndexReads:
     ) -> list[tuple[str, float]]:
         """Top-``k`` rows by cosine similarity, ties by row (document, chunk) order."""
         query = np.asarray(query_vec, np.float32)
-        scores = matrix @ (query / max(float(np.linalg.norm(query)), 1e-12))
+        # einsum, not BLAS: OpenBLAS's threads ran this product at 8.5 ms (3.5k rows, 2 loaded
+        # cores) against 0.7 ms in one loop
+        scores = np.einsum("ij,j->i", matrix, query / max(float(np.linalg.norm(query)), 1e-12))
         keep = np.ones(len(scores), bool) if where is None else self.rows_matching(where)
         if exclude:
             keep[self.lexical.rows_for(exclude)] = False
