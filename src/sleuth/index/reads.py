@@ -16,11 +16,12 @@ from sleuth.index.where import Where
 
 KEPT_VECTORS = 16_384  # stored vectors kept for the selector's later hops (6 MB at 384 dims)
 EXACT_DENSE_ROWS = 20_000
-"""Corpora up to this many chunks are searched exactly over their stored vectors (30 MB at 384
-dims, read once per lexical side). Chroma's HNSW is approximate, and an embedded collection
-replays the rows written since its last HNSW save (up to ``sync_threshold``, 1,000) into a
-graph built anew in every process, in an order that varies: a fresh process could miss, or
-find, a true top-k chunk another process found (docs/scale.md). Larger ones keep Chroma's HNSW."""
+"""Embedded corpora up to this many chunks are searched exactly over their stored vectors
+(30 MB at 384 dims, read once per lexical side). Chroma's HNSW is approximate, and an embedded
+collection replays the rows written since its last HNSW save (up to ``sync_threshold``, 1,000)
+into a graph built anew in every process, in an order that varies: a fresh process could miss,
+or find, a true top-k chunk another process found (docs/scale.md). Larger corpora, attached
+collections and a Chroma server's keep Chroma's HNSW."""
 _exact_lock = threading.Lock()
 
 
@@ -34,7 +35,7 @@ class IndexReads:
     _graph: CorpusGraph | None = None
     _count: tuple[LexicalIndex, int] | None = None  # see _row_count()
     _exact: tuple[LexicalIndex, np.ndarray | None] | None = None  # see _exact_matrix()
-    exact_rows: int = EXACT_DENSE_ROWS  # 0 for an attached collection (its own distance space)
+    exact_rows: int = EXACT_DENSE_ROWS  # 0: Chroma's search (an attached or a server's collection)
     path: Path
 
     @property
