@@ -87,6 +87,8 @@ class Index(IndexReads, IndexFields):
             self.client = chroma_client(self._chroma_path(), manifest.chroma_url)
             self.collection = self._get_collection()
         self.native_hybrid = bool(manifest.native_hybrid)
+        if manifest.source is not None or manifest.chroma_url:  # an attached collection (its own
+            self.exact_rows = 0  # distance space) or a server's (one graph for every client)
         self._lexical: LexicalIndex | None = None
         self._graph: CorpusGraph | None = None
         self._fields: dict[str, Any] | None = None
