@@ -8,6 +8,7 @@ encode: every writer here replaces them with U+FFFD, so writing a record never f
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
 import tempfile
@@ -37,6 +38,15 @@ def safe_text(text: str) -> str:
 def json_text(record: Any) -> str:
     """One line of JSON (non-ASCII kept as is) that always encodes as UTF-8."""
     return safe_text(json.dumps(record, ensure_ascii=False))
+
+
+def sha256_file(path: str | Path) -> str:
+    """SHA-256 of a file, read in 1 MiB blocks (weights files run to hundreds of MB)."""
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
 
 
 def atomic_write_bytes(path: str | Path, data: bytes) -> None:

@@ -195,9 +195,9 @@ class Index(StoreIndex):
 
     def adapt(
         self,
-        tasks: int = 200,
+        tasks: int | None = None,
         *,
-        seed: int = 0,
+        seed: int | None = None,
         force: bool = False,
         learner: str | None = None,
         progress: Progress | None = None,
@@ -207,7 +207,8 @@ class Index(StoreIndex):
         finds it; ``PolicyOptions(ranker="shipped")`` still forces the shipped one.
 
         Args:
-            tasks: tasks to generate over the corpus; half train, half are held out.
+            tasks: tasks to generate over the corpus; half train, half are held out (None:
+                ``AdaptConfig``'s, as for ``seed``).
             seed: fixes the generated tasks.
             force: store it even when held-out Recall@5 is below the shipped ranker's.
             learner: the selection head's learner (``linear`` or ``gbdt``); None:
@@ -225,7 +226,8 @@ class Index(StoreIndex):
         """
         from sleuth.train.adapt import AdaptConfig, adapt_index
 
-        config = AdaptConfig(tasks=tasks, seed=seed, force=force, learner=learner)
+        given = {k: v for k, v in {"tasks": tasks, "seed": seed}.items() if v is not None}
+        config = AdaptConfig(**given, force=force, learner=learner)
         return adapt_index(self, config, progress)
 
     def tools(self, reranker: str | None = None, config: ToolConfig | None = None) -> Toolbox:
@@ -328,9 +330,9 @@ def _limits(k: int | None, max_tokens: int | None, chunks: str, tokens: str) -> 
 
 def adapt(
     index: str | os.PathLike[str] | Index,
-    tasks: int = 200,
+    tasks: int | None = None,
     *,
-    seed: int = 0,
+    seed: int | None = None,
     force: bool = False,
     learner: str | None = None,
     progress: Progress | None = None,

@@ -24,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from sleuth.io import atomic_write_bytes, atomic_write_text
+from sleuth.io import atomic_write_bytes, atomic_write_text, sha256_file
 from sleuth.tokens import sleuth_home
 
 RECIPE = 2
@@ -40,14 +40,6 @@ _SOURCE_FILES = ("model.safetensors", "config.json", "tokenizer.json")
 _export_lock = threading.Lock()
 
 
-def _sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def cache_dir(model_dir: str | Path) -> Path:
     """Where the export of the weights in ``model_dir`` lives, keyed by what decides its bytes."""
     import onnx
@@ -56,7 +48,7 @@ def cache_dir(model_dir: str | Path) -> Path:
 
     h = hashlib.sha256(f"recipe {RECIPE}".encode())
     for name in _SOURCE_FILES:
-        h.update(f"{name} {_sha256(Path(model_dir) / name)}\n".encode())
+        h.update(f"{name} {sha256_file(Path(model_dir) / name)}\n".encode())
     h.update(f"{torch.__version__} {onnx.__version__} {onnxruntime.__version__}".encode())
     return sleuth_home() / "onnx" / f"minilm-{h.hexdigest()[:16]}"
 
@@ -69,7 +61,7 @@ def ensure_onnx(model_dir: str | Path, variant: str, folder: Path | None = None)
     with _export_lock:
         sums = _read_checksums(folder)
         path = folder / f"{variant}.onnx"
-        if sums.get(path.name) and path.is_file() and _sha256(path) == sums[path.name]:
+        if sums.get(path.name) and path.is_file() and sha256_file(path) == sums[path.name]:
             return path
         export(model_dir, folder)
         return path

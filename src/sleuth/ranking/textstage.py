@@ -21,7 +21,6 @@ one clear error.
 
 from __future__ import annotations
 
-import hashlib
 import threading
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -31,6 +30,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from sleuth.errors import InputError
+from sleuth.io import sha256_file
 
 INFO_FILE = "text_stage.json"
 WEIGHTS_FILE = "model.safetensors"
@@ -57,14 +57,6 @@ class TextStageInfo(BaseModel):
     question_ids: list[str] = Field(default_factory=list)
     """Every task it was trained on (never evaluate on these)."""
     trained_on: dict[str, Any] = Field(default_factory=dict)
-
-
-def sha256_file(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 QUESTION_TOKENS = 64

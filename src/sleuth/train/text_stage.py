@@ -26,7 +26,7 @@ import numpy as np
 
 from sleuth.corpus import Document
 from sleuth.errors import ConfigError
-from sleuth.io import atomic_write_text
+from sleuth.io import atomic_write_text, sha256_file
 from sleuth.ranking.textstage import (
     INFO_FILE,
     QUESTION_TOKENS,
@@ -37,7 +37,6 @@ from sleuth.ranking.textstage import (
     late_scores,
     padded,
     passage_text,
-    sha256_file,
     text_tokenizer,
 )
 from sleuth.tasks.schema import Task
