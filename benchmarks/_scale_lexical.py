@@ -4,6 +4,7 @@ timed as the tools use it. Called by ``scale.py`` in its own subprocesses."""
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from pathlib import Path
@@ -18,12 +19,14 @@ def lexical_parts(lex) -> dict[str, float]:
     bm25 = sum(a.nbytes for a in lex.retriever.scores.values() if hasattr(a, "nbytes"))
     g = lex.grep
     grep = sum(getattr(g, k).nbytes for k in ("starts", "offsets", "tri_keys", "tri_offsets"))
-    text = sum(len(r.text) + len(r.title) for r in lex.rows)
+    cols = getattr(lex.rows, "strings", None)  # columns: texts stay in the mapped files
+    text = 0 if cols else sum(len(r.text) + len(r.title) for r in lex.rows)
     return {
         "bm25_matrix_mib": round(bm25 / 2**20, 1),
         "grep_in_ram_mib": round((grep + g.tri_tokens.nbytes + len(g.vocab)) / 2**20, 1),
         "grep_postings_mmap_mib": round(g.postings.nbytes / 2**20, 1),
         "chunk_text_chars_mib": round(text / 2**20, 1),
+        "chunk_text_mmap_mib": round(len(cols["text"].blob) / 2**20, 1) if cols else 0,
         "vocab_terms_bm25": len(lex.retriever.vocab_dict),
     }
 
@@ -32,7 +35,7 @@ def phase_lexbuild(n: int, folder: Path) -> dict:
     """The lexical side alone (bm25s, grep postings, rows) over ``n`` chunks, saved to ``folder``."""
     from sleuth.index.lexical import ChunkRow, LexicalIndex
 
-    rows = [ChunkRow(f"{i}_0", i, 0, x, len(x.split()) * 4 // 3, t) for i, t, x in corpus(n)]
+    rows = [ChunkRow(f"{i}_0", str(i), 0, x, len(x.split()) * 4 // 3, t) for i, t, x in corpus(n)]
     rss_rows = rss_now_mib()
     t0 = time.perf_counter()
     lex = LexicalIndex.build(rows, {"n": n})
@@ -117,3 +120,62 @@ def full_sort(scores: np.ndarray, k: int, tiebreak: np.ndarray | None = None) ->
     rounded = np.round(scores[positive].astype(np.float64), SCORE_DECIMALS)
     second = positive if tiebreak is None else tiebreak[positive]
     return positive[np.lexsort((second, -rounded))[:k]]
+
+
+def private_mib() -> float:
+    """Resident memory less its file-backed pages (mapped files the kernel can drop)."""
+    with open("/proc/self/statm") as f:
+        _, resident, shared, *_ = map(int, f.read().split())
+    return (resident - shared) * os.sysconf("SC_PAGE_SIZE") / 2**20
+
+
+def phase_lexconvert(old: Path, new: Path) -> dict:
+    """The JSON-lines side ``lexbuild`` wrote before columns (format 4), saved as columns."""
+    from dataclasses import replace
+
+    from sleuth.index.lexical import LexicalIndex
+
+    t0 = time.perf_counter()
+    lex = LexicalIndex.load(old, upgrade=False)
+    assert lex is not None, old
+    load_s = time.perf_counter() - t0
+    lex.rows = [replace(r, doc_id=str(r.doc_id)) for r in lex.rows]  # older builds: int ids
+    t0 = time.perf_counter()
+    lex.save(new)
+    size = sum(f.stat().st_size for f in new.rglob("*") if f.is_file())
+    return {"jsonl_load_s": round(load_s, 1), "save_s": round(time.perf_counter() - t0, 1),
+            "size_mib": round(size / 2**20)}  # fmt: skip
+
+
+def phase_lexopen(folder: Path, questions: int) -> dict:
+    """Open a saved side (either format, never rewritten), then first use: 5 BM25 searches,
+    the rows of 50 documents, grep's scan over 20,000 texts; time and memory of each."""
+    from _corpus import questions as read_questions
+    from sleuth.index.columns import HEADER
+    from sleuth.index.lexical import LexicalIndex
+
+    qs = read_questions(min(questions, 5))
+    rss0, private0 = rss_now_mib(), private_mib()
+    t0 = time.perf_counter()
+    lex = LexicalIndex.load(folder, upgrade=False)
+    assert lex is not None, folder
+    out: dict = {"format": "columns" if (folder / HEADER).exists() else "jsonl"}
+    out["open_s"] = round(time.perf_counter() - t0, 2)
+    out["rss_open_mib"], out["private_open_mib"] = (
+        round(rss_now_mib() - rss0),
+        round(private_mib() - private0),
+    )
+    t0 = time.perf_counter()
+    for q in qs:
+        lex.search(q, 25)
+    docs = random.Random(1).sample(list(lex.rows_of_doc), 50)
+    read = [lex.rows[i].text for d in docs for i in lex.rows_of_doc[d]]
+    texts = lex.texts
+    scanned = sum(len(texts[i]) for i in range(min(20_000, len(texts))))
+    out["first_use_s"] = round(time.perf_counter() - t0, 2)
+    out["rss_used_mib"], out["private_used_mib"] = (
+        round(rss_now_mib() - rss0),
+        round(private_mib() - private0),
+    )
+    out["peak_rss_mib"], out["checked"] = round(rss_peak_mib()), len(read) + scanned
+    return out

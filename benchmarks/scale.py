@@ -194,9 +194,14 @@ def main() -> None:
     ap.add_argument("--phase", help=argparse.SUPPRESS)
     ap.add_argument("--n", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--out", type=Path, default=RESULTS)
+    ap.add_argument("--compare-open", type=int, default=0, metavar="RUNS",
+                    help="only: open each size's lexical side in both formats, RUNS times each")  # fmt: skip
     a = ap.parse_args()
     if a.phase:
         print(json.dumps(run_phase(a)))
+        return
+    if a.compare_open:
+        compare_open(a)
         return
     a.work.mkdir(parents=True, exist_ok=True)
     report: dict = {"load": os.getloadavg(), "cores": os.cpu_count(), "sizes": {}}
@@ -221,12 +226,38 @@ def main() -> None:
         a.out.write_text(json.dumps(report, indent=1) + "\n")
 
 
+def compare_open(a: argparse.Namespace) -> None:
+    """The lexical side ``lexbuild`` saved as JSON lines (``lex-N``, by the tree before columns)
+    and the same rows as columns (``lex-N-cols``, converted once), each opened in a fresh
+    process, alternating, so both formats share the machine's load."""
+    report: dict = {"load": os.getloadavg(), "sizes": {}}
+    for n in a.sizes:
+        common = ["--n", str(n), "--work", str(a.work), "--questions", str(a.questions)]
+        size: dict = {"jsonl": [], "columns": []}
+        if not (a.work / f"lex-{n}-cols" / "columns.json").exists():
+            size["convert"] = child(["--phase", "lexconvert", *common])
+        for run in range(a.compare_open):
+            for fmt in ("jsonl", "columns") if run % 2 == 0 else ("columns", "jsonl"):
+                size[fmt].append(child(["--phase", f"lexopen-{fmt}", *common]))
+        report["sizes"][str(n)] = size
+        print(json.dumps({n: size}), flush=True)
+    report["load_end"] = os.getloadavg()
+    out = a.out if a.out != RESULTS else RESULTS.with_name("scale_open.json")
+    out.write_text(json.dumps(report, indent=1) + "\n")
+
+
 def run_phase(a: argparse.Namespace) -> dict:
-    from _scale_lexical import phase_lexbuild, phase_lexserve
+    from _scale_lexical import phase_lexbuild, phase_lexconvert, phase_lexopen, phase_lexserve
 
     full, lexical = a.work / f"ix-{a.n}", a.work / f"lex-{a.n}"
+    cols = a.work / f"lex-{a.n}-cols"
     if a.phase == "lexserve":
-        return phase_lexserve(full / "lexical" if full.exists() else lexical, a.questions)
+        side = cols if (cols / "columns.json").exists() else lexical
+        return phase_lexserve(full / "lexical" if full.exists() else side, a.questions)
+    if a.phase.startswith("lexopen"):
+        return phase_lexopen(cols if a.phase.endswith("columns") else lexical, a.questions)
+    if a.phase == "lexconvert":
+        return phase_lexconvert(lexical, cols)
     return {
         "build": lambda: phase_build(a.n, full),
         "serve": lambda: phase_serve(a.n, full, a.questions, a.profile),

@@ -74,7 +74,8 @@ def test_stale_or_missing_lexical_side_is_rebuilt_on_open(tmp_path):
     expected = sorted(r.id for r in Index.open(tmp_path / "ix").lexical.rows)
     shutil.rmtree(tmp_path / "ix" / "lexical-1")
     assert sorted(r.id for r in Index.open(tmp_path / "ix").lexical.rows) == expected
-    (tmp_path / "ix" / "lexical-1" / "chunks.jsonl").write_text("{torn")
+    text = tmp_path / "ix" / "lexical-1" / "text.bin"
+    text.write_bytes(text.read_bytes()[:-3])  # truncated: refused, then rebuilt from Chroma
     reopened = Index.open(tmp_path / "ix")
     assert sorted(r.id for r in reopened.lexical.rows) == expected
     assert Toolbox(reopened).search_corpus("topic3").chunks

@@ -149,12 +149,12 @@ def test_crashed_reingest_keeps_old_chunks_until_replaced(tmp_path):
 
 def test_damaged_index_is_refused_never_emptied(tmp_path):
     _built(tmp_path / "ix", _docs("d", 3))
-    lexical = (tmp_path / "ix" / "lexical-1" / "chunks.jsonl").read_bytes()
+    lexical = (tmp_path / "ix" / "lexical-1" / "text.bin").read_bytes()
     shutil.move(tmp_path / "ix" / "chroma", tmp_path / "chroma.bak")
     with pytest.raises(InputError, match="damaged"):
         Index.open(tmp_path / "ix")
     assert not (tmp_path / "ix" / "chroma").exists()
-    assert (tmp_path / "ix" / "lexical-1" / "chunks.jsonl").read_bytes() == lexical
+    assert (tmp_path / "ix" / "lexical-1" / "text.bin").read_bytes() == lexical
     shutil.move(tmp_path / "chroma.bak", tmp_path / "ix" / "chroma")
     index = Index.open(tmp_path / "ix")
     index.collection.delete(ids=[index.lexical.rows[0].id])

@@ -8,6 +8,7 @@ from sleuth.corpus.models import Document
 from sleuth.index import Index
 from sleuth.index.lexical import LEXICAL_FORMAT
 from sleuth.tools.toolbox import Toolbox
+from tests.lexical_jsonl import to_jsonl
 
 DOCS = [
     Document(
@@ -45,13 +46,12 @@ def test_a_lexical_side_of_an_older_format_is_rebuilt_with_titles(tmp_path):
     stamp_file = tmp_path / "ix" / "lexical-1" / "stamp.json"
     old = json.loads(stamp_file.read_text())
     assert old["format"] == LEXICAL_FORMAT
-    rows = tmp_path / "ix" / "lexical-1" / "chunks.jsonl"
-    # Simulate a side saved by the previous version: no title field, no format in the stamp.
-    lines = [json.loads(line) for line in rows.read_text().splitlines()]
-    rows.write_text(
-        "".join(json.dumps({k: v for k, v in r.items() if k != "title"}) + "\n" for r in lines)
+    # Simulate a side saved by an early version: no title field, no format in the stamp.
+    to_jsonl(
+        stamp_file.parent,
+        row=lambda r: {k: v for k, v in r.items() if k != "title"},
+        stamp={k: v for k, v in old.items() if k != "format"},
     )
-    stamp_file.write_text(json.dumps({k: v for k, v in old.items() if k != "format"}))
     reopened = Index.open(tmp_path / "ix")
     assert [cid for cid, _ in reopened.lexical_search("Zanzibar", 1)] == ["zanzibar_0"]
     assert json.loads(stamp_file.read_text())["format"] == LEXICAL_FORMAT

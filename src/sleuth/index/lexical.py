@@ -12,26 +12,39 @@ it is a small numpy/scipy package whose index is plain ``.npy`` files.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
 import threading
 from collections import OrderedDict
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import bm25s
 import numpy as np
 import Stemmer
 
+from sleuth.index.columns import (
+    HEADER,
+    ChunkColumns,
+    RowMaps,
+    RowsOfDoc,
+    damaged,
+    read_columns,
+    write_columns,
+)
+from sleuth.index.columns import ChunkRow as ChunkRow  # re-exported (its home before)
 from sleuth.index.grepindex import GrepIndex
 from sleuth.io import atomic_write_text
 
 _STEMMER = Stemmer.Stemmer("english")
 RECENT_SCORES = 8  # BM25 score vectors kept (float32: 4 MB each at 1M chunks)
-LEXICAL_FORMAT = 4  # 2: BM25 over title + text; 3: documents' metadata; 4: content hashes
+LEXICAL_FORMAT = 5  # 2: BM25 over title + text; 3: documents' metadata; 4: content hashes;
+# 5: rows as memory-mapped columns (:mod:`sleuth.index.columns`)
+JSONL_FORMAT = 4  # the last format of JSON lines, read once and rewritten as columns
 Stamp = dict[str, int]
 """What a saved lexical side (and the graph) was built from: ``generation``, ``chunks``,
 ``format``; one that differs from the manifest's is rebuilt."""
@@ -65,53 +78,18 @@ def rank_scores(scores: np.ndarray, k: int, tiebreak: np.ndarray | None = None) 
 
 
 @dataclass
-class ChunkRow:
-    """A chunk as the index holds it in memory: one per chunk of the corpus, read back from Chroma
-    or ``lexical/chunks.jsonl`` when an index opens.
-
-    Why not :class:`sleuth.corpus.models.Chunk` (the chunker's output, which ingest stores): the
-    lexical side keeps *every* chunk in memory, and a plain dataclass is 3-4x faster to build and
-    3.5x smaller (112k rows on 2 cores: 0.8-1.2 s and 392 B/row vs 3.3-3.6 s and 1,353 B/row for
-    the pydantic model with its metadata dict; ``python benchmarks/chunk_row_cost.py``); and it
-    carries what the retrievers need and ``Chunk`` does not (the document ``title`` for
-    :attr:`search_text`), while per-chunk metadata stays in Chroma.
-    """
-
-    id: str
-    doc_id: str
-    idx: int
-    text: str
-    tokens: int
-    title: str = ""
-    sha: str = ""
-    """Hash of the stored text and metadata (what an update compares); empty in older rows."""
-    key: str = ""
-    """The Chroma row id when it is not :attr:`id` (a changed chunk written beside the old one
-    until the update is published: :mod:`sleuth.index.update`)."""
-
-    @property
-    def search_text(self) -> str:
-        """What the retrievers match: the document title, then the chunk text.
-
-        A chunk rarely repeats its article's name ("He was born in ..."), so without the title
-        a search for the entity misses every chunk but the first; the policy still reads
-        ``text`` alone.
-        """
-        return f"{self.title}\n{self.text}" if self.title else self.text
-
-
-@dataclass
 class LexicalIndex:
-    rows: list[ChunkRow]
+    rows: Sequence[ChunkRow]
+    """A list when built; :class:`~sleuth.index.columns.ChunkColumns` (mapped) when loaded."""
     stamp: Stamp
     retriever: bm25s.BM25 | None = None
     grep_index: GrepIndex | None = None
-    doc_meta: dict[str, dict[str, Any]] = field(default_factory=dict)
+    doc_meta: Mapping[str, dict[str, Any]] = field(default_factory=dict)
     """Document id -> its metadata fields (what ``where`` filters read on this side)."""
-    doc_sha: dict[str, str] = field(default_factory=dict)
+    doc_sha: Mapping[str, str] = field(default_factory=dict)
     """Document id -> hash of the document as ingested (an unchanged one is not chunked again)."""
     row_of: dict[str, int] = field(init=False)
-    rows_of_doc: dict[str, list[int]] = field(init=False)
+    rows_of_doc: RowsOfDoc = field(init=False)  # document → its rows in chunk order
     doc_number: dict[str, int] = field(init=False)  # document → dense 0-based number
     doc_of_row: np.ndarray = field(init=False)  # row → its document's number
     keyed: dict[str, int] = field(init=False)  # Chroma key → row, where the key is not the id
@@ -121,17 +99,18 @@ class LexicalIndex:
 
     def __post_init__(self) -> None:
         self._recent, self._recent_lock, self._shares = OrderedDict(), threading.Lock(), {}
-        self.row_of = {r.id: i for i, r in enumerate(self.rows)}
-        self.keyed = {r.key: i for i, r in enumerate(self.rows) if r.key}
-        self.rows_of_doc = {}
-        for i, r in enumerate(self.rows):
-            self.rows_of_doc.setdefault(r.doc_id, []).append(i)
-        self.doc_number = {doc: n for n, doc in enumerate(self.rows_of_doc)}
-        self.doc_of_row = np.fromiter(
-            (self.doc_number[r.doc_id] for r in self.rows), dtype=np.int64, count=len(self.rows)
-        )
-        for doc_rows in self.rows_of_doc.values():
-            doc_rows.sort(key=lambda i: self.rows[i].idx)
+        maps = RowMaps.of(self.rows)
+        self.row_of = dict(zip(maps.ids, range(len(maps.ids)), strict=True))
+        self.keyed = maps.keyed
+        self.doc_number = dict(zip(maps.docs, range(len(maps.docs)), strict=True))
+        self.doc_of_row = maps.doc_of_row
+        self.rows_of_doc = RowsOfDoc(self.doc_number, maps.doc_of_row, maps.idx)
+
+    @property
+    def texts(self) -> Sequence[str]:
+        """The chunk texts by row, without making a :class:`ChunkRow` each (grep's scan)."""
+        rows = self.rows
+        return rows.text if isinstance(rows, ChunkColumns) else _Texts(rows)
 
     def row_of_key(self, key: str) -> int | None:
         """The row stored in Chroma under ``key``; None for a row of another generation."""
@@ -240,17 +219,11 @@ class LexicalIndex:
         tmp = folder.with_name(f"{folder.name}.tmp-{os.getpid()}")
         shutil.rmtree(tmp, ignore_errors=True)
         tmp.mkdir(parents=True)
-        with open(tmp / "chunks.jsonl", "w", encoding="utf-8") as f:
-            for r in self.rows:
-                f.write(json.dumps(r.__dict__, ensure_ascii=False) + "\n")
+        write_columns(tmp, self.rows, self.doc_meta, self.doc_sha)
         if self.retriever is not None:
             self.retriever.save(str(tmp / "bm25"))
         if self.grep_index is not None:
             self.grep_index.save(tmp / "grep")
-        with open(tmp / "docmeta.jsonl", "w", encoding="utf-8") as f:
-            for doc, meta in self.doc_meta.items():
-                f.write(json.dumps([doc, meta], ensure_ascii=False) + "\n")
-        (tmp / "docsha.json").write_text(json.dumps(self.doc_sha), encoding="utf-8")
         atomic_write_text(tmp / "stamp.json", json.dumps(self.stamp))
         old = folder.with_name(f"{folder.name}.old-{os.getpid()}")
         if folder.exists():
@@ -259,10 +232,33 @@ class LexicalIndex:
         shutil.rmtree(old, ignore_errors=True)
 
     @classmethod
-    def load(cls, folder: Path) -> LexicalIndex | None:
-        """Load a saved index; ``None`` when missing or unreadable (the caller rebuilds it)."""
+    def load(cls, folder: Path, *, upgrade: bool = True) -> LexicalIndex | None:
+        """Load a saved index; ``None`` when missing, or unreadable in the JSONL format of
+        :data:`LEXICAL_FORMAT` 4 (the caller rebuilds it). A side of format 4 is rewritten in
+        columns on the way (``upgrade``; kept in memory when the folder is read-only).
+
+        Raises:
+            InputError: a columnar side truncated or damaged (one line naming the file)."""
         try:
             stamp = json.loads((folder / "stamp.json").read_text())
+        except (OSError, ValueError):
+            return None
+        if not (folder / HEADER).exists():
+            return cls._load_jsonl(folder, stamp, upgrade)
+        rows, doc_meta, doc_sha = read_columns(folder)
+        bm25 = folder / "bm25"
+        try:
+            retriever = (
+                bm25s.BM25.load(str(bm25), mmap=True) if len(rows) and bm25.exists() else None
+            )
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            raise damaged(bm25, f"unreadable: {type(e).__name__}") from e
+        return cls(rows, stamp, retriever, GrepIndex.load(folder / "grep"), doc_meta, doc_sha)
+
+    @classmethod
+    def _load_jsonl(cls, folder: Path, stamp: Stamp, upgrade: bool) -> LexicalIndex | None:
+        """A side saved before columns: JSON per row (56 s to open at 1M chunks)."""
+        try:
             with open(folder / "chunks.jsonl", encoding="utf-8") as f:
                 rows = [ChunkRow(**json.loads(line)) for line in f]
             bm25 = folder / "bm25"
@@ -273,4 +269,28 @@ class LexicalIndex:
         except (OSError, ValueError, KeyError, TypeError):
             return None
         grep_index = GrepIndex.load(folder / "grep")
-        return cls(rows, stamp, retriever, grep_index, doc_meta, doc_sha)
+        lexical = cls(rows, stamp, retriever, grep_index, doc_meta, doc_sha)
+        if upgrade and stamp.get("format") == JSONL_FORMAT:
+            lexical.stamp = {**stamp, "format": LEXICAL_FORMAT}
+            with contextlib.suppress(OSError):  # a read-only index keeps it in memory only
+                lexical.save(folder)
+        return lexical
+
+
+class _Texts(Sequence[str]):
+    """The texts of a list of rows, by row."""
+
+    def __init__(self, rows: Sequence[ChunkRow]):
+        self.rows = rows
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            return [r.text for r in self.rows[i]]
+        return self.rows[i].text

@@ -273,11 +273,11 @@ class Index(IndexReads, IndexFields):
 
     @property
     def lexical(self) -> LexicalIndex:  # type: ignore[override]  # IndexReads only declares it
-        """The published generation's lexical side, rebuilt from Chroma when its folder is
-        missing or its stamp does not match the manifest."""
+        """The published lexical side; rebuilt from Chroma when missing, damaged or stale."""
         if self._lexical is None:
-            stamp = self._stamp()
-            loaded = LexicalIndex.load(self.path / self.manifest.lexical_dir)
+            stamp, loaded = self._stamp(), cast(LexicalIndex | None, None)
+            with contextlib.suppress(InputError):  # damaged: derived data, rebuilt whole
+                loaded = LexicalIndex.load(self.path / self.manifest.lexical_dir)
             if loaded is None or loaded.stamp != stamp:
                 loaded = self._rebuild_lexical(stamp)
             self._lexical = loaded

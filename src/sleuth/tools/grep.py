@@ -354,23 +354,22 @@ def grep(
     Raises :class:`GrepError` for a bad, oversized or runaway pattern."""
     g = Grep.compile(pattern)
     deadline = time.perf_counter() + timeout_s
-    rows, narrowed = lexical.rows, g.candidates(lexical)
-    order = range(len(rows)) if narrowed is None else narrowed.tolist()
-    excluded = frozenset(exclude)
+    texts, narrowed = lexical.texts, g.candidates(lexical)
+    order = range(len(texts)) if narrowed is None else narrowed.tolist()
+    excluded = frozenset(lexical.rows_for(exclude).tolist())
     found: list[ChunkRow] = []
     for i in order:
-        row = rows[i]
-        if row.id in excluded or (allowed is not None and not allowed[i]):
+        if i in excluded or (allowed is not None and not allowed[i]):
             continue
         remaining = deadline - time.perf_counter()
         try:
             if remaining <= 0:
                 raise TimeoutError
-            hit = g.compiled.search(row.text, timeout=min(chunk_timeout_s, remaining))
+            hit = g.compiled.search(texts[i], timeout=min(chunk_timeout_s, remaining))
         except TimeoutError:
             raise GrepError(_too_slow(timeout_s, chunk_timeout_s, remaining)) from None
         if hit:
-            found.append(row)
+            found.append(lexical.rows[i])
             if len(found) >= max_matches:
                 break
     return found

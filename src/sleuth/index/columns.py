@@ -1,0 +1,301 @@
+"""The lexical side's chunk rows on disk as columns, memory-mapped when an index opens.
+
+Why: reading ``chunks.jsonl`` (JSON and a :class:`ChunkRow` per line) and ``docmeta.jsonl``, then
+three dicts built row by row, took 56 s to open a 1M-chunk index and held every text as a Python
+``str`` (~1 KB a chunk). Here each string field is one UTF-8 blob plus int64 byte offsets and each
+number one ``.npy`` array: opening maps the files and decodes only the ids (for ``row_of``) and
+the document ids; a text is decoded when a tool asks for its row. ``columns.json`` records every
+file's size, so a truncated or damaged side is refused with one line naming the file.
+"""
+
+from __future__ import annotations
+
+import json
+import mmap
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, overload
+
+import numpy as np
+
+from sleuth.errors import InputError
+
+HEADER = "columns.json"
+STRINGS = ("id", "text", "title", "sha", "key")  # per row; ``doc`` is per document
+NUMBERS = ("idx", "tokens", "doc_of_row")
+ENCODING, ERRORS = "utf-8", "surrogatepass"  # every Python str round-trips, lone surrogates too
+
+
+@dataclass
+class ChunkRow:
+    """A chunk as the index holds it in memory: one per chunk of the corpus, read back from Chroma
+    or the lexical folder when an index opens.
+
+    Why not :class:`sleuth.corpus.models.Chunk` (the chunker's output, which ingest stores): the
+    lexical side keeps *every* chunk, and a plain dataclass is 3-4x faster to build and
+    3.5x smaller (112k rows on 2 cores: 0.8-1.2 s and 392 B/row vs 3.3-3.6 s and 1,353 B/row for
+    the pydantic model with its metadata dict; ``python benchmarks/chunk_row_cost.py``); and it
+    carries what the retrievers need and ``Chunk`` does not (the document ``title`` for
+    :attr:`search_text`), while per-chunk metadata stays in Chroma.
+    """
+
+    id: str
+    doc_id: str
+    idx: int
+    text: str
+    tokens: int
+    title: str = ""
+    sha: str = ""
+    """Hash of the stored text and metadata (what an update compares); empty in older rows."""
+    key: str = ""
+    """The Chroma row id when it is not :attr:`id` (a changed chunk written beside the old one
+    until the update is published: :mod:`sleuth.index.update`)."""
+
+    @property
+    def search_text(self) -> str:
+        """What the retrievers match: the document title, then the chunk text.
+
+        A chunk rarely repeats its article's name ("He was born in ..."), so without the title
+        a search for the entity misses every chunk but the first; the policy still reads
+        ``text`` alone.
+        """
+        return f"{self.title}\n{self.text}" if self.title else self.text
+
+
+def damaged(path: Path, why: str) -> InputError:
+    return InputError(
+        f"lexical side damaged ({why}); delete the folder to rebuild it", source=str(path)
+    )
+
+
+class StrColumn(Sequence[str]):
+    """Strings as one UTF-8 blob and their ``n + 1`` byte offsets."""
+
+    def __init__(self, blob: bytes | mmap.mmap, offsets: np.ndarray, path: Path):
+        self.blob, self.offsets, self.path = blob, offsets, path
+
+    @staticmethod
+    def encode(strings: Iterator[str] | Sequence[str]) -> tuple[bytes, np.ndarray]:
+        parts = [s.encode(ENCODING, ERRORS) for s in strings]
+        offsets = np.zeros(len(parts) + 1, np.int64)
+        np.cumsum([len(p) for p in parts], out=offsets[1:])
+        return b"".join(parts), offsets
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    @overload
+    def __getitem__(self, i: int) -> str: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[str]: ...
+    def __getitem__(self, i: int | slice) -> str | list[str]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        a, b = self.offsets[i], self.offsets[i + 1]
+        try:
+            return self.blob[a:b].decode(ENCODING, ERRORS)
+        except UnicodeDecodeError as e:
+            raise damaged(self.path, f"not UTF-8 at byte {a}") from e
+
+    def all(self) -> list[str]:
+        """Every string, decoded in one pass (ASCII, the usual case for ids, slices one str)."""
+        ends = self.offsets.tolist()
+        blob = bytes(self.blob[: ends[-1]]) if ends else b""
+        if blob.isascii():
+            whole = blob.decode("ascii")
+            return [whole[a:b] for a, b in zip(ends, ends[1:], strict=False)]
+        return [self[j] for j in range(len(self))]
+
+
+class ChunkColumns(Sequence[ChunkRow]):
+    """The rows of a saved lexical side: a :class:`ChunkRow` is made when asked for."""
+
+    def __init__(
+        self, strings: dict[str, StrColumn], docs: StrColumn, numbers: dict[str, np.ndarray]
+    ):
+        self.strings, self.docs, self.numbers = strings, docs, numbers
+        self.text = strings["text"]
+
+    def __len__(self) -> int:
+        return len(self.numbers["idx"])
+
+    @overload
+    def __getitem__(self, i: int) -> ChunkRow: ...
+    @overload
+    def __getitem__(self, i: slice) -> list[ChunkRow]: ...
+    def __getitem__(self, i: int | slice) -> ChunkRow | list[ChunkRow]:
+        if isinstance(i, slice):
+            return [self[j] for j in range(*i.indices(len(self)))]
+        s, n = self.strings, self.numbers
+        return ChunkRow(
+            s["id"][i], self.docs[int(n["doc_of_row"][i])], int(n["idx"][i]), s["text"][i],
+            int(n["tokens"][i]), s["title"][i], s["sha"][i], s["key"][i],
+        )  # fmt: skip
+
+    def __iter__(self) -> Iterator[ChunkRow]:
+        return (self[i] for i in range(len(self)))
+
+
+@dataclass
+class RowMaps:
+    """What :class:`~sleuth.index.lexical.LexicalIndex` looks rows up by, built from whole
+    columns (no per-row Python loop over a saved side)."""
+
+    ids: list[str]
+    keyed: dict[str, int]
+    docs: list[str]  # document ids by number, in first-seen order
+    doc_of_row: np.ndarray
+    idx: np.ndarray
+
+    @classmethod
+    def of(cls, rows: Sequence[ChunkRow]) -> RowMaps:
+        if isinstance(rows, ChunkColumns):
+            key = rows.strings["key"]
+            has_key = np.flatnonzero(np.diff(key.offsets) > 0).tolist()
+            return cls(
+                rows.strings["id"].all(), {key[i]: i for i in has_key}, rows.docs.all(),
+                rows.numbers["doc_of_row"], rows.numbers["idx"],
+            )  # fmt: skip
+        number: dict[str, int] = {}
+        doc_of_row = np.fromiter(
+            (number.setdefault(r.doc_id, len(number)) for r in rows), np.int64, count=len(rows)
+        )
+        return cls(
+            [r.id for r in rows], {r.key: i for i, r in enumerate(rows) if r.key}, list(number),
+            doc_of_row, np.fromiter((r.idx for r in rows), np.int64, count=len(rows)),
+        )  # fmt: skip
+
+
+class RowsOfDoc(Mapping[str, list[int]]):
+    """Document id -> its rows in chunk order, sliced on demand from one sorted array (a dict
+    of lists is ~1M lists to build at 1M documents)."""
+
+    def __init__(self, doc_number: dict[str, int], doc_of_row: np.ndarray, idx: np.ndarray):
+        self._number = doc_number
+        self._order = np.lexsort((idx, doc_of_row)) if len(idx) else np.zeros(0, np.int64)
+        counts = np.bincount(doc_of_row, minlength=len(doc_number)) if len(idx) else [0]
+        self._starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+
+    def __getitem__(self, doc: str) -> list[int]:
+        n = self._number[doc]
+        rows: list[int] = self._order[self._starts[n] : self._starts[n + 1]].tolist()
+        return rows
+
+    def __contains__(self, doc: object) -> bool:
+        return doc in self._number
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._number)
+
+    def __len__(self) -> int:
+        return len(self._number)
+
+
+class LazyJson(Mapping[str, Any]):
+    """A JSON object file read on first use: documents' metadata and hashes are needed by a
+    ``where`` filter or an update, not to open an index (1M small dicts)."""
+
+    def __init__(self, path: Path, parse: Callable[[Any], dict[str, Any]] = dict):
+        self.path, self._parse = path, parse
+        self._data: dict[str, Any] | None = None
+
+    @property
+    def data(self) -> dict[str, Any]:
+        if self._data is None:
+            try:
+                self._data = self._parse(json.loads(self.path.read_bytes()))
+            except (OSError, ValueError, TypeError) as e:
+                raise damaged(self.path, f"unreadable: {type(e).__name__}") from e
+        return self._data
+
+    def __getitem__(self, key: str) -> Any:
+        return self.data[key]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.data)
+
+    def __len__(self) -> int:
+        return len(self.data)
+
+
+def write_columns(
+    folder: Path, rows: Sequence[ChunkRow], doc_meta: Mapping[str, Any], doc_sha: Mapping[str, str]
+) -> None:
+    """``rows`` and the documents' metadata and hashes into ``folder`` (a fresh one: the caller
+    swaps it in whole); ``columns.json``, with every file's size, last."""
+    maps = RowMaps.of(rows)
+    sizes: dict[str, int] = {}
+
+    def put(name: str, data: bytes) -> None:
+        (folder / name).write_bytes(data)
+        sizes[name] = len(data)
+
+    def put_array(name: str, array: np.ndarray) -> None:
+        np.save(folder / name, np.ascontiguousarray(array, np.int64))
+        sizes[name] = (folder / name).stat().st_size
+
+    for field in STRINGS:
+        blob, offsets = StrColumn.encode([getattr(r, field) for r in rows])
+        put(f"{field}.bin", blob)
+        put_array(f"{field}.npy", offsets)
+    blob, offsets = StrColumn.encode(maps.docs)
+    put("doc.bin", blob)
+    put_array("doc.npy", offsets)
+    put_array("idx.npy", maps.idx)
+    put_array("tokens.npy", np.fromiter((r.tokens for r in rows), np.int64, count=len(rows)))
+    put_array("doc_of_row.npy", maps.doc_of_row)
+    put("docmeta.json", json.dumps(list(doc_meta.items())).encode())
+    put("docsha.json", json.dumps(dict(doc_sha)).encode())
+    header = {"rows": len(rows), "documents": len(maps.docs), "sizes": sizes}
+    (folder / HEADER).write_text(json.dumps(header), encoding="utf-8")
+
+
+def read_columns(folder: Path) -> tuple[ChunkColumns, LazyJson, LazyJson]:
+    """The rows, documents' metadata and hashes saved by :func:`write_columns`, mapped.
+
+    Raises:
+        InputError: a file missing, of another size than written, or inconsistent."""
+    try:
+        header = json.loads((folder / HEADER).read_text(encoding="utf-8"))
+        n, n_docs, sizes = int(header["rows"]), int(header["documents"]), dict(header["sizes"])
+    except (OSError, ValueError, KeyError, TypeError) as e:
+        raise damaged(folder / HEADER, f"unreadable: {type(e).__name__}") from e
+    for name, size in sizes.items():
+        try:
+            got = (folder / name).stat().st_size
+        except OSError:
+            raise damaged(folder / name, "missing") from None
+        if got != size:
+            raise damaged(folder / name, f"{got:,} bytes, written {size:,}: truncated?")
+    strings = {f: _str_column(folder, f, n) for f in STRINGS}
+    docs = _str_column(folder, "doc", n_docs)
+    numbers = {f: _array(folder / f"{f}.npy", n) for f in NUMBERS}
+    of_row = numbers["doc_of_row"]
+    if n and (of_row.min() < 0 or of_row.max() >= n_docs):
+        raise damaged(folder / "doc_of_row.npy", "a row's document out of range")
+    meta = LazyJson(folder / "docmeta.json", lambda pairs: dict(map(tuple, pairs)))
+    return ChunkColumns(strings, docs, numbers), meta, LazyJson(folder / "docsha.json")
+
+
+def _array(path: Path, n: int) -> np.ndarray:
+    try:
+        array = np.load(path, mmap_mode="r", allow_pickle=False)
+    except (OSError, ValueError) as e:
+        raise damaged(path, f"unreadable: {type(e).__name__}") from e
+    if array.dtype != np.int64 or array.shape != (n,):
+        raise damaged(path, f"{array.dtype} {array.shape}, expected int64 ({n},)")
+    return np.asarray(array)
+
+
+def _str_column(folder: Path, name: str, n: int) -> StrColumn:
+    offsets = _array(folder / f"{name}.npy", n + 1)
+    path = folder / f"{name}.bin"
+    size = path.stat().st_size
+    if offsets[0] != 0 or offsets[-1] != size or np.any(np.diff(offsets) < 0):
+        raise damaged(folder / f"{name}.npy", f"offsets do not fit {name}.bin")
+    blob: bytes | mmap.mmap = b""
+    if size:
+        with open(path, "rb") as f:
+            blob = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+    return StrColumn(blob, offsets, path)
