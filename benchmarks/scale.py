@@ -251,8 +251,8 @@ def run_phase(a: argparse.Namespace) -> dict:
 
     full, lexical = a.work / f"ix-{a.n}", a.work / f"lex-{a.n}"
     cols = a.work / f"lex-{a.n}-cols"
-    if a.phase == "lexserve":
-        side = cols if (cols / "columns.json").exists() else lexical
+    if a.phase.startswith("lexserve"):  # lexserve-jsonl: the side as lexbuild saved it
+        side = cols if (cols / "columns.json").exists() and a.phase == "lexserve" else lexical
         return phase_lexserve(full / "lexical" if full.exists() else side, a.questions)
     if a.phase.startswith("lexopen"):
         return phase_lexopen(cols if a.phase.endswith("columns") else lexical, a.questions)
