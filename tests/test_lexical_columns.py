@@ -110,14 +110,20 @@ def _answers(index: Index) -> tuple:
 
 def test_an_index_written_as_json_lines_opens_and_is_rewritten_once(tmp_path):
     index = _index(tmp_path)
-    before, answers = list(index.lexical.rows), _answers(index)
+    before, answers, _ = list(index.lexical.rows), _answers(index), index.graph
     folder = tmp_path / "ix" / "lexical-1"
     to_jsonl(folder)
+    graph = next((tmp_path / "ix").rglob("graph.json"))  # as saved beside a format-4 side
+    meta = json.loads(graph.read_text())
+    graph.write_text(json.dumps({**meta, "stamp": {**meta["stamp"], "format": 4}}))
+    saved = graph.parent / "graph.npz"
+    built = saved.stat().st_mtime_ns
     assert not (folder / HEADER).exists()
     reopened = Index.open(tmp_path / "ix")
     assert list(reopened.lexical.rows) == before and _answers(reopened) == answers
     assert (folder / HEADER).exists() and not (folder / "chunks.jsonl").exists()
     assert json.loads((folder / "stamp.json").read_text())["format"] == LEXICAL_FORMAT
+    assert reopened.graph.stamp["format"] == 4 and saved.stat().st_mtime_ns == built  # kept
     again = Index.open(tmp_path / "ix")
     assert isinstance(again.lexical.rows, ChunkColumns)
     assert list(again.lexical.rows) == before and _answers(again) == answers

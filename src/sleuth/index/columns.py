@@ -101,7 +101,7 @@ class StrColumn(Sequence[str]):
     def all(self) -> list[str]:
         """Every string, decoded in one pass (ASCII, the usual case for ids, slices one str)."""
         ends = self.offsets.tolist()
-        blob = bytes(self.blob[: ends[-1]]) if ends else b""
+        blob = self.blob[: ends[-1]]  # bytes, also from a mapped file
         if blob.isascii():
             whole = blob.decode("ascii")
             return [whole[a:b] for a, b in zip(ends, ends[1:], strict=False)]
@@ -261,6 +261,10 @@ def read_columns(folder: Path) -> tuple[ChunkColumns, LazyJson, LazyJson]:
         n, n_docs, sizes = int(header["rows"]), int(header["documents"]), dict(header["sizes"])
     except (OSError, ValueError, KeyError, TypeError) as e:
         raise damaged(folder / HEADER, f"unreadable: {type(e).__name__}") from e
+    expected = {f"{f}.{e}" for f in (*STRINGS, "doc") for e in ("bin", "npy")}
+    expected |= {f"{f}.npy" for f in NUMBERS} | {"docmeta.json", "docsha.json"}
+    if missing := sorted(expected - set(sizes)):
+        raise damaged(folder / HEADER, f"lists no {missing[0]}")
     for name, size in sizes.items():
         try:
             got = (folder / name).stat().st_size

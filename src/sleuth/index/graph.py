@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
-from sleuth.index.lexical import ChunkRow, LexicalIndex, Stamp
+from sleuth.index.lexical import JSONL_FORMAT, ChunkRow, LexicalIndex, Stamp
 from sleuth.io import atomic_write_bytes, atomic_write_text
 
 GRAPH_SCHEMA_VERSION = 1
@@ -410,7 +410,11 @@ def open_graph(folder: Path, lexical: LexicalIndex) -> CorpusGraph:
     """The graph saved in ``folder`` when it matches ``lexical``'s stamp, else one built from
     its rows and saved (kept in memory only when the folder is read-only)."""
     loaded = CorpusGraph.load(folder)
-    if loaded is not None and loaded.stamp == lexical.stamp:
+    # format 5 changed only how the rows are stored: a graph of the same rows as JSON lines fits
+    if loaded is not None and loaded.stamp in (
+        lexical.stamp,
+        {**lexical.stamp, "format": JSONL_FORMAT},
+    ):
         return loaded
     graph = CorpusGraph.build(lexical.rows, lexical.stamp)
     with contextlib.suppress(OSError):
