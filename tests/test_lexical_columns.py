@@ -38,8 +38,11 @@ def _rows(texts: list[str]) -> list[ChunkRow]:
     ]
 
 
-@settings(max_examples=60, deadline=None)
-@given(st.lists(st.text(max_size=40), max_size=12))
+ANY_CHAR = st.one_of(st.characters(), st.integers(0xD800, 0xDFFF).map(chr))  # + lone surrogates
+
+
+@settings(max_examples=80, deadline=None)
+@given(st.lists(st.text(ANY_CHAR, max_size=40), max_size=12))
 def test_offsets_and_texts_round_trip_exactly(texts):
     blob, offsets = StrColumn.encode(texts)
     assert offsets[0] == 0 and offsets[-1] == len(blob) and len(offsets) == len(texts) + 1
@@ -48,7 +51,7 @@ def test_offsets_and_texts_round_trip_exactly(texts):
 
 
 @settings(max_examples=25, deadline=None)
-@given(st.lists(st.text(max_size=30), max_size=10))
+@given(st.lists(st.text(ANY_CHAR, max_size=30), max_size=10))
 def test_rows_round_trip_through_the_files(tmp_path_factory, texts):
     folder = tmp_path_factory.mktemp("cols")
     rows = _rows(texts)
