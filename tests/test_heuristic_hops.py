@@ -72,21 +72,3 @@ def test_the_agent_answers_when_pruning_cannot_make_room():
     agent = HeuristicAgent(keep_docs=1)
     reply = agent(transcript(first_round(), used=30_000), 1)
     assert isinstance(reply, str) and '<Document id="zephyr">' in reply
-
-
-def second_round() -> list[list[tuple[str, list[ChunkHit]]]]:
-    """The first round, then a bridge search whose one new document the ranking puts last."""
-    founder = chunk("arcadia", "Arcadia Works was founded by Ilse Marten in Bremen.", 40)
-    return [*first_round(), [("Arcadia Works founded", [founder])]]
-
-
-def test_a_round_that_brings_nothing_into_the_final_list_ends_the_hops():
-    """The new document ranks sixth (names are taken from all six): inside a final list of six
-    the round changed the answer and the agent hops on to its names; outside a list of five it
-    changed nothing the caller gets, and the agent answers."""
-    messages = transcript(second_round(), used=3_000)
-    hopping = calls_of(HeuristicAgent(final_docs=6, expand_docs=6)(messages, 2))
-    assert [args["query"].split()[:2] for _, args in hopping][:1] == [["Ilse", "Marten"]]
-    answer = HeuristicAgent(final_docs=5, expand_docs=6)(messages, 2)
-    assert isinstance(answer, str) and answer.count("<Document id=") == 5
-    assert '<Document id="arcadia">' not in answer

@@ -5,11 +5,9 @@
 2. Hop: order every document seen so far (the learned selector when one is given, else RRF over
    the searches) and search for the names the best documents mention that no search has asked
    for and no seen document is titled — each with the question words the best document leaves
-   unexplained. Repeat while a hop brings new names and a new document into the final list's
-   ``final_docs`` (a round that brings none leaves the best documents, and so the next round's
-   names, as they were), up to ``max_hops``, and while the token budget leaves room for
-   another round of results, pruning the weakest chunks only when that room needs it (a chunk
-   pruned is a document the final list can no longer rank).
+   unexplained. Repeat while a hop brings new names, up to ``max_hops``, and while the token
+   budget leaves room for another round of results, pruning the weakest chunks only when that
+   room needs it (a chunk pruned is a document the final list can no longer rank).
 3. Answer with the documents in the selector's order (with a text stage: its first ten
    reordered by the selector's and the cross-encoder's scores together,
    :mod:`sleuth.ranking.textstage`).
@@ -102,7 +100,7 @@ class HeuristicAgent:
             return self._first_searches(question, described)
         ranked = self.rank(question, seen)
         hops_done = len({o.turn for o in seen if o.tool == SEARCH_CORPUS}) - 1
-        if hops_done < self.max_hops and not self._settled(seen, ranked):
+        if hops_done < self.max_hops:
             weak = self._weak_chunks(question, seen, ranked, self._overflow(messages))
             bridges = self._bridge_queries(question, seen, ranked) if weak is not None else []
             if bridges:
@@ -137,17 +135,6 @@ class HeuristicAgent:
             return rank_by_rrf(seen, question, self.question_weight)
         docs, searches = trail(seen, self.selector.title)
         return self.selector.rank(question, docs, searches)
-
-    def _settled(self, seen: list[ToolReply], ranked: list[tuple[str, float]]) -> bool:
-        """Whether the last bridge round brought no document into the final list: the best
-        documents, whose names the next round would search, are the same as before it."""
-        turns = sorted({o.turn for o in seen if o.tool == SEARCH_CORPUS})
-        if len(turns) < 2:
-            return False
-        last = [o for o in seen if o.tool == SEARCH_CORPUS and o.turn == turns[-1]]
-        earlier = {doc_id_of(c.id) for o in seen if o.turn < turns[-1] for c in o.chunks}
-        new = {doc_id_of(c.id) for o in last for c in o.chunks} - earlier
-        return not any(doc in new for doc, _ in ranked[: self.final_docs])
 
     def _overflow(self, messages: list[dict[str, Any]]) -> int:
         """Tokens the view must shed so that another round of results fits under half the
