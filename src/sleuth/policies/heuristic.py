@@ -3,10 +3,11 @@
 1. Decompose the question into the full question, its capitalised spans (names, titles) and its
    clauses, and search for each in parallel.
 2. Hop: order every document seen so far (the learned selector when one is given, else RRF over
-   the searches), prune the chunks of documents it rates unlikely, and search for the names the
-   best documents mention that no search has asked for and no seen document is titled — each with
-   the question words the best document leaves unexplained. Repeat while a hop brings new names,
-   up to ``max_hops``, and while the token budget leaves room for another round of results.
+   the searches) and search for the names the best documents mention that no search has asked
+   for and no seen document is titled — each with the question words the best document leaves
+   unexplained. Repeat while a hop brings new names, up to ``max_hops``, and while the token
+   budget leaves room for another round of results, pruning the weakest chunks only when that
+   room needs it (a chunk pruned is a document the final list can no longer rank).
 3. Answer with the documents in the selector's order (with a text stage: its first ten
    reordered by the selector's and the cross-encoder's scores together,
    :mod:`sleuth.ranking.textstage`).
@@ -49,6 +50,7 @@ _CLAUSE_BREAK = re.compile(
     re.IGNORECASE,
 )
 _RESULT_TOKENS = 1500  # a typical search result, to judge whether another hop fits
+_HEADER_TOKENS = 12  # a chunk's "# DOCUMENT ID: ..." line, beyond its own tokens
 
 
 @dataclass
@@ -69,8 +71,9 @@ class HeuristicAgent:
     keep_docs: int = 6
     """The best documents are never pruned."""
     prune_below: float = 0.05
-    """Prune chunks of documents the selector rates below this probability (the overlap share
-    with the question when there is no selector)."""
+    """Only chunks of documents the selector rates below this probability (the overlap share
+    with the question when there is no selector) may be pruned, weakest first, as many as the
+    next round's room needs."""
     final_docs: int = 10
     """Length of the final list."""
     question_weight: float = 3.0
@@ -97,11 +100,11 @@ class HeuristicAgent:
             return self._first_searches(question, described)
         ranked = self.rank(question, seen)
         hops_done = len({o.turn for o in seen if o.tool == SEARCH_CORPUS}) - 1
-        if hops_done < self.max_hops and self._room_for(messages):
-            bridges = self._bridge_queries(question, seen, ranked)
+        if hops_done < self.max_hops:
+            weak = self._weak_chunks(question, seen, ranked, self._overflow(messages))
+            bridges = self._bridge_queries(question, seen, ranked) if weak is not None else []
             if bridges:
                 calls = [call(SEARCH_CORPUS, query=q) for q in bridges]
-                weak = self._weak_chunks(question, seen, ranked)
                 if weak:
                     calls.append(call(PRUNE_CHUNKS, chunk_ids=weak))
                 if index == first + 1 and ranked and _has_more_chunks(ranked[0][0], seen):
@@ -133,29 +136,42 @@ class HeuristicAgent:
         docs, searches = trail(seen, self.selector.title)
         return self.selector.rank(question, docs, searches)
 
-    def _room_for(self, messages: list[dict[str, Any]]) -> bool:
+    def _overflow(self, messages: list[dict[str, Any]]) -> int:
+        """Tokens the view must shed so that another round of results fits under half the
+        budget (the soft threshold); negative when it fits as it is."""
         usage = token_usage(messages)
         if usage is None:
-            return True
+            return -1
         used, total = usage
-        return used + self.bridge_entities * _RESULT_TOKENS < total // 2
+        return used + self.bridge_entities * _RESULT_TOKENS - total // 2
 
     def _weak_chunks(
-        self, question: str, seen: list[ToolReply], ranked: list[tuple[str, float]]
-    ) -> list[str]:
+        self, question: str, seen: list[ToolReply], ranked: list[tuple[str, float]], need: int
+    ) -> list[str] | None:
+        """The weakest chunks whose tokens make room for the next round, weakest first; none
+        while it fits, ``None`` when pruning every weak chunk would still not make room.
+
+        A chunk is weak when its document is outside the best :attr:`keep_docs` and rated below
+        :attr:`prune_below`. Only what the budget needs goes: a document that looks weak before
+        its chain's bridge is found is often gold once it is (pruned, it could not be ranked)."""
+        if need < 0:
+            return []
         protected = {doc for doc, _ in ranked[: self.keep_docs]}
         score = dict(ranked)
         wanted = stems(question)
-        weak = []
-        for o in seen:
-            for c in o.chunks:
-                doc = doc_id_of(c.id)
-                if doc in protected:
-                    continue
-                value = score.get(doc, 0.0) if self.selector else overlap(wanted, c.text)
-                if value < self.prune_below:
-                    weak.append(c.id)
-        return list(dict.fromkeys(weak))
+        weak: list[tuple[float, int, str, int]] = []
+        for order, c in enumerate({c.id: c for o in seen for c in o.chunks}.values()):
+            doc = doc_id_of(c.id)
+            value = score.get(doc, 0.0) if self.selector else overlap(wanted, c.text)
+            if doc not in protected and value < self.prune_below:
+                weak.append((value, order, c.id, c.tokens + _HEADER_TOKENS))
+        pruned, freed = [], 0
+        for _, _, chunk_id, tokens in sorted(weak):
+            if freed > need:
+                break
+            pruned.append(chunk_id)
+            freed += tokens
+        return pruned if freed > need else None
 
     def _bridge_queries(
         self, question: str, seen: list[ToolReply], ranked: list[tuple[str, float]]
