@@ -4,7 +4,8 @@
 by running it twice (``--out A`` before, ``--out B`` after, e.g. one with ``PYTHONPATH`` at a
 checkout of the earlier commit) and pairing the two runs' records per question here. Every
 ``OUT/<dataset>/<policy>/results.jsonl`` the two folders share is compared (95% paired
-bootstrap, in points; positive: B is better).
+bootstrap, in points; positive: B is better); a pooled corpus's questions also per source
+dataset (``pooled/musique``), the rows set against HippoRAG 2's.
 
     python benchmarks/quality_compare.py /tmp/q-before /tmp/q-after --policy heuristic
 """
@@ -19,6 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _report import METRICS  # noqa: E402
 from sleuth.eval import load_results
 from sleuth.eval.aggregate import paired_bootstrap_difference
+from sleuth.eval.records import QueryRecord
 
 KEYS = ("recall_at_2", "recall_at_5", "all_gold_at_5", "final_answer_found")
 
@@ -35,7 +37,20 @@ def compare(a: Path, b: Path, policy: str, other: str | None) -> list[str]:
             continue
         theirs = load_results(theirs_path)
         ids = sorted(set(mine) & set(theirs))
-        cells = []
+        sources = sorted({mine[i].source for i in ids})
+        groups = [(dataset, ids)]
+        if len(sources) > 1:  # a pooled corpus: each source dataset's questions too
+            groups += [(f"{dataset}/{s}", [i for i in ids if mine[i].source == s]) for s in sources]
+        lines += [_row(name, group, mine, theirs) for name, group in groups]
+    return lines
+
+
+def _row(
+    name: str, ids: list[str], mine: dict[str, QueryRecord], theirs: dict[str, QueryRecord]
+) -> str:
+    """One table row: B minus A per metric over ``ids``, with its 95% paired interval."""
+    cells = []
+    if ids:
         for key in KEYS:
             pairs = [(getattr(mine[i].metrics, key), getattr(theirs[i].metrics, key)) for i in ids]
             pairs = [(float(x), float(y)) for x, y in pairs if x is not None and y is not None]
@@ -46,8 +61,7 @@ def compare(a: Path, b: Path, policy: str, other: str | None) -> list[str]:
             cells.append(
                 f"{METRICS[key]} {mean:.1f} ({100 * diff:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}])"
             )
-        lines.append(f"| {dataset} | {len(ids)} | " + " | ".join(cells) + " |")
-    return lines
+    return f"| {name} | {len(ids)} | " + " | ".join(cells) + " |"
 
 
 def main() -> None:

@@ -22,6 +22,7 @@ from sleuth.ranking import (
     load_ranker,
 )
 from sleuth.ranking.chain import CHAIN_COLUMNS, chain_features, search_parents
+from sleuth.ranking.features import COVER_COLUMNS
 from sleuth.train.ranker import RankerTrainConfig
 
 
@@ -81,14 +82,15 @@ def test_a_version_1_linear_file_still_loads_and_scores(tmp_path):
         return {"columns": list(columns), "mean": [0.0] * n, "scale": [1.0] * n,
                 "weights": [1.0] * n, "bias": 0.0}  # fmt: skip
 
-    old_selection = [c for c in SELECTION_COLUMNS if c not in CHAIN_COLUMNS]
+    new = (*CHAIN_COLUMNS, *COVER_COLUMNS)  # columns added after version 1
+    old_selection = [c for c in SELECTION_COLUMNS if c not in new]
     v1 = {"schema_version": 1, "search": head(SEARCH_COLUMNS), "selection": head(old_selection),
           "question_ids": ["q"]}  # fmt: skip
     (tmp_path / "v1.json").write_text(json.dumps(v1))
     model = load_ranker(tmp_path / "v1.json")
     assert model.schema_version == 1 and model.selection.kind == "linear"
     table = np.ones((2, len(SELECTION_COLUMNS)), dtype=np.float32)
-    table[:, [SELECTION_COLUMNS.index(c) for c in CHAIN_COLUMNS]] = 100.0  # never read
+    table[:, [SELECTION_COLUMNS.index(c) for c in new]] = 100.0  # never read
     assert model.score_selection(table).tolist() == [len(old_selection)] * 2
 
 

@@ -9,7 +9,8 @@ Two feature sets, one per decision:
   showed it, and the multi-hop signals that plain retrieval lacks: its title is named by a
   document that answers part of the question (a bridge), or it names one (a title common in
   the corpus, :data:`COMMON_TITLE`, names nothing); and its personalised PageRank in the corpus
-  graph seeded by the question's names and the searches' best documents.
+  graph seeded by the question's names and the searches' best documents; and what it adds to
+  the documents that answer the question best (:data:`COVER_COLUMNS`).
 
 Both are plain ``float`` rows in a fixed column order (``*_COLUMNS``); a head stores the names
 of the columns it reads and picks them by name (:func:`pick_columns`). ``FEATURE_GROUPS`` sorts
@@ -37,6 +38,17 @@ SEARCH_COLUMNS = (
     "title_named",
     "title_cover",
 )
+# What a document adds to the best ones. A 3–4-hop question's gold documents answer different
+# parts of it: the last hop's document shares few words with the first hop's, while the documents
+# that lose to it at selection repeat what the best document already covers (its sibling
+# seasons, lists and films). See docs/RESULTS.md ("What a document adds").
+COVER_COLUMNS = (
+    "residual_cover",  # question words it covers that the 3 most relevant others do not
+    "novel_share",  # share of its question words no more relevant document (top 5) covers
+    "bridge_tail",  # best 1/rank × share of a bridge search's question words it covers
+    "link_gain",  # question words it adds to the most relevant document linked with it
+    "title_sibling",  # its title's word overlap (Jaccard) with a more relevant one's (top 5)
+)
 # The corpus graph's personalised PageRank (sleuth.index.graph), as a share of the best seen.
 GRAPH_COLUMNS = ("ppr",)
 COMMON_TITLE = 0.05
@@ -61,6 +73,7 @@ SELECTION_COLUMNS = (
     "first_hop",
     *GRAPH_COLUMNS,
     *CHAIN_COLUMNS,
+    *COVER_COLUMNS,
 )
 # Selection columns by kind of evidence: what ``benchmarks/ranker_ablation.py`` removes in turn.
 FEATURE_GROUPS: dict[str, tuple[str, ...]] = {
@@ -70,6 +83,7 @@ FEATURE_GROUPS: dict[str, tuple[str, ...]] = {
     "links": ("link_in", "link_chain", "link_out"),
     "graph": GRAPH_COLUMNS,
     "chain": CHAIN_COLUMNS,
+    "cover": COVER_COLUMNS,
 }
 
 
@@ -226,7 +240,65 @@ def selection_features(
             ]
         )
     base = np.asarray(rows, dtype=np.float32).reshape(
-        len(rows), len(SELECTION_COLUMNS) - len(CHAIN_COLUMNS)
+        len(rows), len(SELECTION_COLUMNS) - len(CHAIN_COLUMNS) - len(COVER_COLUMNS)
     )
     chain = chain_features(question, docs, searches, relevance)
-    return np.hstack([base, chain]).reshape(len(rows), len(SELECTION_COLUMNS))
+    adds = cover_features(question, docs, searches, relevance, names, named)
+    return np.hstack([base, chain, adds]).reshape(len(rows), len(SELECTION_COLUMNS))
+
+
+def cover_features(
+    question: str,
+    docs: Sequence[SeenDoc],
+    searches: Sequence[Search],
+    relevance: Sequence[float],
+    names: Sequence[Sequence[int]],
+    named: Sequence[Sequence[int]],
+) -> np.ndarray:
+    """A ``[len(docs), len(COVER_COLUMNS)]`` matrix: what each document adds to the documents
+    that answer the question best by themselves (``relevance``, best first; ties by position).
+    ``names[i]``/``named[i]``: the documents linking to / linked from document i."""
+    wanted = stems(question)
+    if not wanted or not docs:
+        return np.zeros((len(docs), len(COVER_COLUMNS)), dtype=np.float32)
+    covered = [wanted & stems(f"{d.title}\n{d.text}") for d in docs]
+    order = sorted(range(len(docs)), key=lambda i: (-relevance[i], i))
+    place = {i: r for r, i in enumerate(order)}
+    question_lower = question.strip().lower()
+    # A bridge search's question words: the part of the question it still looks for.
+    tails = [
+        frozenset() if s.query.strip().lower() == question_lower else wanted & stems(s.query)
+        for s in searches
+    ]
+    title_words = [stems(d.title) for d in docs]
+    rows = []
+    for i, d in enumerate(docs):
+        best = [j for j in order[:4] if j != i][:3]
+        rest = wanted - set().union(*(covered[j] for j in best))
+        above = order[: place[i]][:5]
+        before = set().union(*(covered[j] for j in above))
+        linked = [j for j in {*names[i], *named[i]} if j != i]
+        link = max(linked, key=lambda j: (relevance[j], -j), default=None)
+        mine = title_words[i]
+        rows.append(
+            [
+                len(covered[i] & rest) / len(wanted),
+                len(covered[i] - before) / len(covered[i]) if covered[i] else 0.0,
+                max(
+                    (
+                        len(covered[i] & tails[s]) / len(tails[s]) / r
+                        for s, r in d.ranks
+                        if tails[s]
+                    ),
+                    default=0.0,
+                ),
+                len(covered[i] - covered[link]) / len(wanted) if link is not None else 0.0,
+                max(
+                    (len(mine & title_words[j]) / len(mine | title_words[j]) for j in above),
+                    default=0.0,
+                )
+                if mine
+                else 0.0,
+            ]
+        )
+    return np.asarray(rows, dtype=np.float32).reshape(len(docs), len(COVER_COLUMNS))
