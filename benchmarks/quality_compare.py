@@ -4,7 +4,7 @@
 by running it twice (``--out A`` before, ``--out B`` after, e.g. one with ``PYTHONPATH`` at a
 checkout of the earlier commit) and pairing the two runs' records per question here. Every
 ``OUT/<dataset>/<policy>/results.jsonl`` the two folders share is compared (95% paired
-bootstrap, in points; positive: B is better).
+bootstrap, in points; positive: B is better), a pooled corpus's also per question source.
 
     python benchmarks/quality_compare.py /tmp/q-before /tmp/q-after --policy heuristic
 """
@@ -35,19 +35,30 @@ def compare(a: Path, b: Path, policy: str, other: str | None) -> list[str]:
             continue
         theirs = load_results(theirs_path)
         ids = sorted(set(mine) & set(theirs))
-        cells = []
-        for key in KEYS:
-            pairs = [(getattr(mine[i].metrics, key), getattr(theirs[i].metrics, key)) for i in ids]
-            pairs = [(float(x), float(y)) for x, y in pairs if x is not None and y is not None]
-            if not pairs:
-                continue
-            diff, (low, high) = paired_bootstrap_difference(*zip(*pairs, strict=True))
-            mean = 100 * sum(x for x, _ in pairs) / len(pairs)
-            cells.append(
-                f"{METRICS[key]} {mean:.1f} ({100 * diff:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}])"
-            )
-        lines.append(f"| {dataset} | {len(ids)} | " + " | ".join(cells) + " |")
+        sources = sorted({mine[i].source for i in ids})
+        groups = [(dataset, ids)] + (  # a pooled corpus's questions also per source
+            [(f"{dataset}/{s}", [i for i in ids if mine[i].source == s]) for s in sources]
+            if len(sources) > 1
+            else []
+        )
+        lines += [line(name, group, mine, theirs) for name, group in groups]
     return lines
+
+
+def line(name: str, ids: list[str], mine: dict, theirs: dict) -> str:
+    """One table row: B's mean and B − A with its paired interval, per metric."""
+    cells = []
+    for key in KEYS:
+        pairs = [(getattr(mine[i].metrics, key), getattr(theirs[i].metrics, key)) for i in ids]
+        pairs = [(float(x), float(y)) for x, y in pairs if x is not None and y is not None]
+        if not pairs:
+            continue
+        diff, (low, high) = paired_bootstrap_difference(*zip(*pairs, strict=True))
+        mean = 100 * sum(x for x, _ in pairs) / len(pairs)
+        cells.append(
+            f"{METRICS[key]} {mean:.1f} ({100 * diff:+.1f} [{100 * low:+.1f}, {100 * high:+.1f}])"
+        )
+    return f"| {name} | {len(ids)} | " + " | ".join(cells) + " |"
 
 
 def main() -> None:

@@ -2,7 +2,9 @@
 
 Training data (cached in OUT): the agent's runs on the training side (:mod:`sleuth.tasks.split`) of
 the QA samples named in ``--rows`` (``pooled/X``: on the pooled corpus; ``X``: on the sample's own),
-plus generated tasks whose documents the corpus holds, collected as ``sleuth train ranker`` does.
+plus generated tasks whose documents the corpus holds, collected as ``sleuth train ranker`` does;
+``--generated`` adds the tasks generated over each sample's training-side paragraphs
+(``benchmarks/chain_tasks.py``: chains of 2-4 documents, bridges, comparisons).
 The default agent (shipped ranker) runs once per dev question (held-out side; Enron/patents: the dev
 split, never test) and every variant reorders the documents that run saw: paired deltas of the
 selection head alone. Variants: linear and gbdt heads on all feature groups and without each group
@@ -131,7 +133,7 @@ def training_sources(args: argparse.Namespace) -> list[tuple[Toolbox, list[Task]
             else:  # exactly a ranker file's questions (benchmarks/ranker.py: generated on 2Wiki)
                 made = synthetic_tasks() if dataset == "2Wiki" else []
                 ids = [t for t in train + made if t.id in args.train_ids]
-                sources.append((tools, ids + [t for t in extra if t.id not in args.train_ids]))
+                sources.append((tools, ids + extra))
     return sources
 
 

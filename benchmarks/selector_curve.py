@@ -4,11 +4,16 @@ Reads the caches ``ranker_ablation.py`` left in ``--out`` (the pass-2 selection 
 training questions, one group per question, and the shipped agent's runs on the dev rows), fits
 the LambdaRank trees on random subsets of the training questions (``--fractions``, ``--seeds``
 subsets each) and reorders what the agent saw on every dev question: if the dev metrics still
-rise from half the questions to all of them, more training questions pay.
+rise from half the questions to all of them, more training questions pay. ``--added RANKER``: the
+cache holds that ranker's questions plus generated ones (``ranker_ablation.py --generated``);
+trees on its questions alone, plus the chain tasks, plus every generated task, paired per dev
+question against the first.
 
     nice -n 10 python benchmarks/ranker_ablation.py --out DIR --rows MuSiQue,HotpotQA,2Wiki \\
         --limit 100 --train-ids src/sleuth/data/ranker/ranker.json
     python benchmarks/selector_curve.py --out DIR --train train-ids-60.pkl
+    python benchmarks/selector_curve.py --out DIR --train train-ids-60-generated.pkl \
+        --added src/sleuth/data/ranker/ranker.json
 """
 
 from __future__ import annotations
@@ -23,10 +28,11 @@ import numpy as np
 from rich.console import Console
 
 from sleuth.eval.aggregate import bootstrap_interval
+from sleuth.ranking.model import load_ranker
 from sleuth.train.ranker import Examples, RankerTrainConfig, fit_selection
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from ranker_ablation import METRICS, metrics, reorder  # noqa: E402
+from ranker_ablation import METRICS, line, metrics, reorder, summarise  # noqa: E402
 
 console = Console(width=160)
 
@@ -38,12 +44,40 @@ def subset(examples: Examples, share: float, seed: int) -> Examples:
     return Examples([examples.features[i] for i in keep], [examples.labels[i] for i in keep])
 
 
+def pick(examples: Examples, order: list[str], keep: set[str]) -> Examples:
+    """The groups of the questions in ``keep`` (``order``: the question of each group)."""
+    assert len(order) == len(examples.labels), "one group per question"
+    idx = [i for i, q in enumerate(order) if q in keep]
+    return Examples([examples.features[i] for i in idx], [examples.labels[i] for i in idx])
+
+
+def added(data: dict, dev: dict, ranker: Path) -> None:
+    """Trees on the ranker's questions, + chain tasks, + all generated: paired on dev rows."""
+    base = set(load_ranker(ranker).question_ids)
+    new = [q for q in data["order"] if q not in base]
+    sets = {
+        "base": base,
+        "+chains": base | {q for q in new if q.startswith("offline-chain-")},
+        "+generated": base | set(new),
+    }
+    config = RankerTrainConfig(learner="gbdt")
+    heads = {
+        n: fit_selection(pick(data["selection"], data["order"], k), config) for n, k in sets.items()
+    }
+    console.print({n: len(k & set(data["order"])) for n, k in sets.items()})
+    for row, items in sorted(dev.items()):
+        per_q = {n: [metrics(reorder(h, it), it["gold"]) for it in items] for n, h in heads.items()}
+        for r in summarise(per_q, {n: "base" for n in heads if n != "base"}):
+            console.print(line(f"{row} {r['variant']}", r))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--out", type=Path, required=True, help="ranker_ablation.py's --out")
     parser.add_argument("--train", default="train-ids-60.pkl", help="its training cache")
     parser.add_argument("--fractions", default="0.25,0.5,1")
     parser.add_argument("--seeds", type=int, default=3, help="random subsets per fraction")
+    parser.add_argument("--added", type=Path, help="compare this ranker's questions + generated")
     args = parser.parse_args()
     data = pickle.loads((args.out / args.train).read_bytes())
     selection: Examples = data["selection"]
@@ -51,6 +85,9 @@ def main() -> None:
         p.stem[4:].rsplit("-", 1)[0]: pickle.loads(p.read_bytes())
         for p in args.out.glob("dev-*.pkl")
     }
+    if args.added:
+        added(data, dev, args.added)
+        return
     config = RankerTrainConfig(learner="gbdt")
     console.print(f"{len(selection.labels)} training questions; dev rows {sorted(dev)}")
     for share in (float(f) for f in args.fractions.split(",")):
