@@ -7,14 +7,17 @@ import re
 from pathlib import Path
 
 import pytest
+from typer.testing import CliRunner
 
+from sleuth.cli import app
 from sleuth.corpus.models import Document
 from sleuth.datagen import OfflineConfig, generate_chains
 from sleuth.datagen.evidence import answer_in_text
 from sleuth.datagen.offline.chains import draft_chain
 from sleuth.datagen.offline.corpus import Corpus
 from sleuth.datagen.offline.templates import Draft
-from sleuth.tasks import Task, read_benchmark
+from sleuth.index import Index
+from sleuth.tasks import Task, load_tasks, read_benchmark
 from sleuth.tasks.split import split_tasks
 from sleuth.train.recipes.data import STAGED, generated_tasks
 
@@ -100,6 +103,17 @@ def test_a_four_hop_chain_masks_every_name_on_the_path() -> None:
     for name in ("Varnay", "Glass Orchard", "Brasch", "Lanvelle", "Sarbec"):
         assert name not in draft.query
     assert draft.clues[2].startswith("prize-winning war film by [Y3]")
+
+
+def test_cli_makes_chains_from_an_index(tmp_path: Path) -> None:
+    Index.create(tmp_path / "ix", embedder="hash:64").ingest(_docs())
+    out = tmp_path / "chains.jsonl"
+    argv = ["datagen", "offline", "--index", str(tmp_path / "ix"), "--out", str(out)]
+    result = CliRunner().invoke(app, [*argv, "--n", "3", "--chains", "3,4"])
+    assert result.exit_code == 0, (result.stdout, result.stderr)
+    tasks = load_tasks(out)
+    assert {t.hops for t in tasks} == {3, 4}
+    assert all((t.model_extra or {})["template"] == "chain" for t in tasks)
 
 
 def test_chains_refuse_fewer_than_two_hops() -> None:
