@@ -2,7 +2,9 @@
 
 Training data (cached in OUT): the agent's runs on the training side (:mod:`sleuth.tasks.split`) of
 the QA samples named in ``--rows`` (``pooled/X``: on the pooled corpus; ``X``: on the sample's own),
-plus generated tasks whose documents the corpus holds, collected as ``sleuth train ranker`` does.
+plus generated tasks whose documents the corpus holds, collected as ``sleuth train ranker`` does;
+``--generated`` adds the tasks generated over each sample's training-side paragraphs
+(``benchmarks/chain_tasks.py``: chains of 2-4 documents, bridges, comparisons).
 The default agent (shipped ranker) runs once per dev question (held-out side; Enron/patents: the dev
 split, never test) and every variant reorders the documents that run saw: paired deltas of the
 selection head alone. Variants: linear and gbdt heads on all feature groups and without each group
@@ -39,7 +41,7 @@ from sleuth.tasks import Task
 from sleuth.tasks.split import split_tasks
 from sleuth.tools.toolbox import Toolbox
 from sleuth.train.ranker import RankerTrainConfig, collect_examples, fit_selection
-from sleuth.train.recipes.data import open_index, synthetic_tasks
+from sleuth.train.recipes.data import generated_tasks, open_index, synthetic_tasks
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _datasets import DATASETS, HANDWRITTEN, load_corpus  # noqa: E402
@@ -124,11 +126,14 @@ def training_sources(args: argparse.Namespace) -> list[tuple[Toolbox, list[Task]
             known = set(tools.index.documents)
             made = [t for t in synthetic_tasks() if set(t.gold_doc_ids) <= known]
             train = split_tasks(tasks[dataset])[0]
+            source = DATASETS[dataset][2]  # --generated: tasks over its training-side paragraphs
+            extra = [t for t in generated_tasks() if t.source == source] if args.generated else []
             if args.train_ids is None:
-                sources.append((tools, train[: args.train_limit] + made[: args.synthetic]))
+                sources.append((tools, train[: args.train_limit] + made[: args.synthetic] + extra))
             else:  # exactly a ranker file's questions (benchmarks/ranker.py: generated on 2Wiki)
                 made = synthetic_tasks() if dataset == "2Wiki" else []
-                sources.append((tools, [t for t in train + made if t.id in args.train_ids]))
+                ids = [t for t in train + made if t.id in args.train_ids]
+                sources.append((tools, ids + extra))
     return sources
 
 
@@ -143,7 +148,8 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
     base = RankerModel(search=search_head, selection=fit_selection(first, linear))
     _, second = collect_examples(sources, base, "pass 2", None)
     took = time.perf_counter() - started
-    return {"search": search_head, "selection": second, "ids": ids, "seconds": took}
+    order = [t.id for _, ts in sources for t in ts if t.gold_doc_ids]  # one group each, in order
+    return {"search": search_head, "selection": second, "ids": ids, "seconds": took, "order": order}
 
 
 def variants(data: dict[str, Any]) -> dict[str, Any]:
@@ -220,6 +226,7 @@ def parse() -> argparse.Namespace:
         "--rows", default=",".join([*(f"pooled/{n}" for n in DATASETS), *HANDWRITTEN])
     )
     parser.add_argument("--train-ids", type=Path, help="train on exactly this ranker's questions")
+    parser.add_argument("--generated", action="store_true", help="add generated_tasks()")
     args = parser.parse_args()
     args.rows, args.opened = args.rows.split(","), {}
     args.base = None  # with --train-ids: that ranker, whose search head the written models keep
@@ -241,7 +248,8 @@ def main() -> None:
     if args.prepare == "dev":
         return
     data = cached(
-        args.out / f"train-{'ids' if args.train_ids else args.train_limit}-{args.synthetic}.pkl",
+        args.out / f"train-{'ids' if args.train_ids else args.train_limit}-{args.synthetic}"
+        f"{'-generated' if args.generated else ''}.pkl",
         lambda: collect(args),
     )
     console.print(f"training: {len(data['ids'])} tasks, {data['seconds']:.0f} s to collect")

@@ -175,6 +175,7 @@ CASES = [
     (["eval", "--index", "ix", "--tasks", "tasks.jsonl", "--out", "new", "--beta", "nan"], "beta"),
     (["datagen", "offline", "--index", "ix", "--out", "d"], "is a folder"),
     (["datagen", "offline", "--index", "ix", "--out", "t.jsonl"], "no document has a title"),
+    (["datagen", "offline", "--index", "ix", "--out", "t.jsonl", "--chains", "1,3"], "--chains"),
     (["score", "--task", "tasks.jsonl", "--trajectory", "d"], "is a folder"),
     (["serve", "mcp", "--index", "ix", "--http", "--port", "70000"], "--port"),
 ]

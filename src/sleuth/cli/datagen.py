@@ -34,24 +34,35 @@ def datagen_offline(
     report: Annotated[
         Path | None, typer.Option(help="Also write the quality report (Markdown).")
     ] = None,
+    chains: Annotated[
+        str | None,
+        typer.Option(
+            help="Only chain tasks of these gold-document counts, e.g. 3,4 (titled corpora)."
+        ),
+    ] = None,
     as_json: JsonOpt = False,
 ) -> None:
-    """The LLM-free generator: bridge/comparison tasks from the corpus's link structure, verified."""
+    """The LLM-free generator: bridge/comparison tasks from the corpus's link structure, verified;
+    ``--chains 3,4``: chains of 3-4 documents, each naming the next (MuSiQue's shape)."""
     from sleuth.corpus.models import Document
     from sleuth.datagen.docs import DocStore
-    from sleuth.datagen.offline.generator import generate_offline
+    from sleuth.datagen.offline.generator import generate_chains, generate_offline
     from sleuth.datagen.quality import render_markdown
     from sleuth.index import Index
     from sleuth.io import atomic_write_text, check_file_target
     from sleuth.tasks import save_tasks
 
     at_least(n, 1, "--n")
+    hops = _hop_counts(chains) if chains is not None else None
     check_file_target(out, "--out")
     if report:
         check_file_target(report, "--report")
     store = DocStore(Index.open(index))
     docs = [Document(id=d, text=store.text(d), title=store.title(d) or None) for d in store.doc_ids]
-    tasks, quality = generate_offline(docs, n, seed=seed, source=index.name)
+    if hops:
+        tasks, quality = generate_chains(docs, n, seed=seed, hops=hops, source=index.name)
+    else:
+        tasks, quality = generate_offline(docs, n, seed=seed, source=index.name)
     if not tasks:
         raise InputError(quality.shortfall or "made no tasks")
     if quality.shortfall:
@@ -64,6 +75,14 @@ def datagen_offline(
     else:
         console.print(f"{len(tasks)} verified tasks → {out}")
         print(render_markdown(quality))
+
+
+def _hop_counts(text: str) -> tuple[int, ...]:
+    """``--chains``: comma-separated gold-document counts, each 2 or more."""
+    parts = [p.strip() for p in text.split(",") if p.strip()]
+    if not parts or not all(p.isdigit() and int(p) >= 2 for p in parts):
+        raise InputError(f"--chains {text!r} must list gold-document counts of 2 or more, e.g. 3,4")
+    return tuple(dict.fromkeys(int(p) for p in parts))
 
 
 def _pipeline(

@@ -9,7 +9,7 @@ from sleuth.datagen.evidence import (
     verify_extraction,
 )
 from sleuth.datagen.offline.config import OFFLINE_GENERATOR, OfflineConfig
-from sleuth.datagen.offline.generator import generate_offline
+from sleuth.datagen.offline.generator import generate_chains, generate_offline
 from sleuth.datagen.quality import QualityReport, render_markdown
 from sleuth.datagen.quotes import normalize, quote_in_source
 
@@ -21,6 +21,7 @@ __all__ = [
     "QuoteEvidence",
     "VerifyResult",
     "answer_in_text",
+    "generate_chains",
     "generate_offline",
     "normalize",
     "quote_in_source",

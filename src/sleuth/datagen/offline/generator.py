@@ -42,6 +42,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 
 from sleuth.corpus.models import Document
+from sleuth.datagen.offline.chains import chain_drafts
 from sleuth.datagen.offline.config import OFFLINE_GENERATOR, TEMPLATES, OfflineConfig
 from sleuth.datagen.offline.corpus import Corpus
 from sleuth.datagen.offline.facts import fact_drafts
@@ -137,6 +138,21 @@ class _Run:
             return None
         return to_task(draft, distractors, gold_ranks(draft, self.corpus), self.source)
 
+    def report(self, n: int, seed: int) -> QualityReport:
+        """The quality report of the run, with why fewer than ``n`` tasks were made."""
+        stages = [self.draft, self.verify, self.distract]
+        report = build_report(
+            self.tasks,
+            stages,
+            self.corpus.texts,
+            generator=OFFLINE_GENERATOR,
+            source=self.source,
+            seed=seed,
+            distractors_rejected=self.rejected_distractors,
+        )
+        report.shortfall = shortfall(self.corpus, report, n)
+        return report
+
 
 def generate_offline(
     documents: Sequence[Document],
@@ -181,18 +197,33 @@ def generate_offline(
         missing -= run.take(relays, missing // 3)  # two hops first, up to a third
         missing -= run.take(facts, missing)
         missing -= run.take(relays, missing)
-    stages = [run.draft, run.verify, run.distract]
-    report = build_report(
-        run.tasks,
-        stages,
-        run.corpus.texts,
-        generator=OFFLINE_GENERATOR,
-        source=source,
-        seed=seed,
-        distractors_rejected=run.rejected_distractors,
-    )
-    report.shortfall = shortfall(run.corpus, report, n)
-    return run.tasks, report
+    return run.tasks, run.report(n, seed)
+
+
+def generate_chains(
+    documents: Sequence[Document],
+    n: int,
+    seed: int = 0,
+    *,
+    hops: tuple[int, ...] = (3, 4),
+    source: str | None = None,
+    config: OfflineConfig | None = None,
+) -> tuple[list[Task], QualityReport]:
+    """Up to ``n`` verified ``chain`` tasks (:mod:`~sleuth.datagen.offline.chains`) of the given
+    hop counts (gold documents per task, alternating), one per answer, and the quality report.
+
+    Chains follow title mentions, so they need a titled, Wikipedia-like corpus; the answer is in
+    the last gold document and each gold document names the next. Deterministic for a given
+    corpus, ``n``, ``hops`` and seed.
+    """
+    if n < 0:
+        raise ValueError(f"n must be at least 0, got {n}")
+    if not hops or min(hops) < 2:
+        raise ValueError(f"hops must be 2 or more gold documents each, got {hops}")
+    config = config or OfflineConfig()
+    run = _Run(Corpus.build(documents, config), config, source or _corpus_source(documents))
+    run.take(chain_drafts(run.corpus, random.Random(seed), config, hops), n)
+    return run.tasks, run.report(n, seed)
 
 
 _ADVICE = {

@@ -48,11 +48,11 @@ class Draft:
 
 def draft_single(entity: Entity, corpus: Corpus, config: OfflineConfig) -> Draft | str:
     """A one-hop task: which entity does this masked sentence describe?"""
-    picked = _clue_sentence(entity, [(entity, TARGET)], TARGET, corpus, config)
+    picked = clue_sentence(entity, [(entity, TARGET)], TARGET, corpus, config)
     if picked is None:
         return "no_clue_sentence"
     quote, clue = picked
-    query = f'Clue about {TARGET}, {_a(entity.kind)}: "{clue}" {_ask(entity.kind, TARGET)}'
+    query = f'Clue about {TARGET}, {a_kind(entity.kind)}: "{clue}" {ask(entity.kind, TARGET)}'
     evidence = {entity.doc_id: [QuoteEvidence(quote=quote, clue_indices=[0])]}
     return Draft("single", 1, (clue,), query, entity, (entity.doc_id,), evidence)
 
@@ -62,11 +62,11 @@ def draft_bridge(link: Link, corpus: Corpus, config: OfflineConfig) -> Draft | s
     mention of ``[Y]`` in A, found in no other document, so A is reached only through B."""
     a, b = corpus.entities[link.source], corpus.entities[link.target]
     masks = [(a, TARGET), (b, OTHER)]
-    picked = _clue_sentence(b, masks, OTHER, corpus, config, forbid=TARGET)
+    picked = clue_sentence(b, masks, OTHER, corpus, config, forbid=TARGET)
     if picked is None:
         return "no_clue_sentence"
     quote_b, clue_b = picked
-    quote_a = _mention_window(a, b, link.sentence, corpus, config)
+    quote_a = mention_window(a, b, link.sentence, corpus, config)
     clue_a = mask_text(quote_a, masks) if quote_a else ""
     if not quote_a or OTHER not in clue_a or len(content_words(clue_a)) < config.min_window_words:
         return "weak_link_window"
@@ -74,9 +74,9 @@ def draft_bridge(link: Link, corpus: Corpus, config: OfflineConfig) -> Draft | s
     if any(normalize(quote_a) in corpus.normalized[d] for d in others):
         return "ambiguous_link_window"
     query = (
-        f'Clue 1 is about {OTHER}, {_a(b.kind)}: "{clue_b}" '
-        f'Clue 2: the article about {TARGET}, {_a(a.kind)}, says "{clue_a}". '
-        f"{_ask(a.kind, TARGET)}"
+        f'Clue 1 is about {OTHER}, {a_kind(b.kind)}: "{clue_b}" '
+        f'Clue 2: the article about {TARGET}, {a_kind(a.kind)}, says "{clue_a}". '
+        f"{ask(a.kind, TARGET)}"
     )
     evidence = {
         b.doc_id: [QuoteEvidence(quote=quote_b, clue_indices=[0])],
@@ -85,7 +85,7 @@ def draft_bridge(link: Link, corpus: Corpus, config: OfflineConfig) -> Draft | s
     return Draft("bridge", 2, (clue_b, clue_a), query, a, (b.doc_id, a.doc_id), evidence)
 
 
-def _mention_window(
+def mention_window(
     a: Entity, b: Entity, sentence: int, corpus: Corpus, config: OfflineConfig
 ) -> str | None:
     """The verbatim words of A's sentence around its first mention of B."""
@@ -125,8 +125,8 @@ def draft_comparison(
         else f"Which came out first, {TARGET} or {OTHER}? Give the title."
     )
     query = (
-        f'Clue 1 is about {TARGET}, {_a(first.kind)}: "{clues[0]}" '
-        f'Clue 2 is about {OTHER}, {_a(second.kind)}: "{clues[1]}" {question}'
+        f'Clue 1 is about {TARGET}, {a_kind(first.kind)}: "{clues[0]}" '
+        f'Clue 2 is about {OTHER}, {a_kind(second.kind)}: "{clues[1]}" {question}'
     )
     evidence = {
         e.doc_id: [QuoteEvidence(quote=q, clue_indices=[i])]
@@ -136,7 +136,7 @@ def draft_comparison(
     return Draft("comparison", 2, tuple(clues), query, earlier, gold, evidence)
 
 
-def _clue_sentence(
+def clue_sentence(
     entity: Entity,
     masks: list[tuple[Entity, str]],
     label: str,
@@ -175,11 +175,11 @@ def dating_year(entity: Entity, corpus: Corpus) -> int | None:
     return birth_year(entity, text) or release_year(entity, text)
 
 
-def _a(kind: str) -> str:
+def a_kind(kind: str) -> str:
     return f"{'an' if kind[:1] in 'aeiou' else 'a'} {kind}"
 
 
-def _ask(kind: str, label: str) -> str:
+def ask(kind: str, label: str) -> str:
     if kind == "person":
         return f"Who is {label}? Give the name."
     if kind == "entity":

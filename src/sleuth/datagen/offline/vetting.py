@@ -79,6 +79,12 @@ def to_task(draft: Draft, distractors: list[str], ranks: list[int | None], sourc
             gold_quotes={d: [e.quote for e in ev] for d, ev in draft.evidence.items()},
             bm25_top1_gold=1 in ranks,
             bm25_gold_ranks=ranks,
-            bm25_answer_rank=ranks[draft.gold.index(draft.answer.doc_id)],
+            bm25_answer_rank=_answer_rank(draft, ranks),
         )
     )
+
+
+def _answer_rank(draft: Draft, ranks: list[int | None]) -> int | None:
+    """The BM25 rank of the answer's own document; None when it is not gold (a chain's)."""
+    gold = list(draft.gold)
+    return ranks[gold.index(draft.answer.doc_id)] if draft.answer.doc_id in gold else None

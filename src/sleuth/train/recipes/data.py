@@ -25,6 +25,10 @@ from sleuth.train.recipes.config import RecipeConfig
 SYNTHETIC = "synthetic"
 """The source name of the offline generator's tasks (trained on, never evaluated)."""
 SYNTHETIC_TASKS = "data/tasks/2wiki_offline_tasks.jsonl"
+GENERATED_TASKS = "data/tasks/qa_generated_tasks.jsonl"
+"""Generated tasks (chains of 2-4 gold documents, bridges, comparisons) over the training-side
+paragraphs of the staged samples (``benchmarks/chain_tasks.py``; ``Task.source`` names the sample
+whose corpus holds them)."""
 STAGED: dict[str, tuple[Callable[[Any], Any], str, str]] = {
     "HotpotQA": (read_hotpotqa, "hotpotqa_distractor_dev", "hotpotqa"),
     "MuSiQue": (read_musique, "musique_ans_dev", "musique"),
@@ -36,6 +40,11 @@ STAGED: dict[str, tuple[Callable[[Any], Any], str, str]] = {
 def synthetic_tasks() -> list[Task]:
     """The training side of the offline generator's packaged tasks (the rest stay for the demo)."""
     return split_tasks(load_tasks(str(resources.files("sleuth").joinpath(SYNTHETIC_TASKS))))[0]
+
+
+def generated_tasks() -> list[Task]:
+    """The packaged generated QA tasks: all train (their documents are training-side only)."""
+    return load_tasks(str(resources.files("sleuth").joinpath(GENERATED_TASKS)))
 
 
 def load_combined(data: Path) -> tuple[list[Document], dict[str, list[Task]]]:
