@@ -199,7 +199,10 @@ class OnnxMiniLM:
         self.tokenizer = Tokenizer.from_file(str(Path(model_dir) / "tokenizer.json"))
         self.tokenizer.enable_truncation(MAX_TOKENS)
         self.tokenizer.no_padding()
-        self.session = cpu_session(ensure_onnx(model_dir, variant), threads)
+        self.path = ensure_onnx(model_dir, variant)
+        self.session = cpu_session(self.path, threads)
+        self._single: Any = self.session if (threads or default_threads()) == 1 else None
+        self._single_lock = threading.Lock()
 
     def embed_documents(
         self,
@@ -212,6 +215,11 @@ class OnnxMiniLM:
         out = np.zeros((len(texts), self.dim), np.float32)
         if not texts:
             return out
+        if len(texts) == 1:
+            out[0] = self._run([self.tokenizer.encode(texts[0]).ids], self._one_thread())
+            if progress:
+                progress(1)
+            return out
         encoded = self.tokenizer.encode_batch(list(texts))
         order = np.argsort([len(e.ids) for e in encoded], kind="stable")
         step = max(1, min(batch_size, INFER_BATCH))
@@ -222,7 +230,19 @@ class OnnxMiniLM:
                 progress(len(rows))
         return out
 
-    def _run(self, batch: list[list[int]]) -> np.ndarray:
+    def _one_thread(self) -> Any:
+        """A session on one thread for one text (a query). One row is too small to share:
+        two threads ran a query at 4.1 ms against 3.6 on one, the second thread's wake-up
+        waits behind every other process on a loaded machine, and an agent's parallel
+        searches each run their own query beside it. Same vectors, bit for bit
+        (tests/test_embed_onnx.py)."""
+        if self._single is None:
+            with self._single_lock:
+                if self._single is None:
+                    self._single = cpu_session(self.path, 1)
+        return self._single
+
+    def _run(self, batch: list[list[int]], session: Any = None) -> np.ndarray:
         width = max(len(ids) for ids in batch)
         input_ids = np.zeros((len(batch), width), np.int64)
         mask = np.zeros((len(batch), width), np.int64)
@@ -230,7 +250,7 @@ class OnnxMiniLM:
             input_ids[k, : len(ids)] = ids
             mask[k, : len(ids)] = 1
         feed = {"input_ids": input_ids, "attention_mask": mask}
-        return np.asarray(self.session.run(None, feed)[0], dtype=np.float32)
+        return np.asarray((session or self.session).run(None, feed)[0], dtype=np.float32)
 
     def embed_query(self, text: str) -> np.ndarray:
         vector: np.ndarray = self.embed_documents([text])[0]
