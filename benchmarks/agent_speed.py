@@ -232,6 +232,9 @@ def main() -> None:
         for key, what in (("default_s", "time"), ("default_cpu_s", "CPU time")):
             b, n = (report["trees"][t][key] for t in trees)
             print(f"default agent, this / baseline: {n / b:.2f}x the {what}")
+    for t in trees:
+        split = " / ".join(f"{x:.3f}" for x in report["trees"][t]["default_policy_tools_harness_s"])
+        print(f"default agent ({t}), policy / tools / harness s: {split}")
         print(f"final lists differ on {len(differ)} of {a.warmup + a.n} questions")
     report["differ"] = differ
     if a.profile:
