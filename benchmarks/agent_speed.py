@@ -228,13 +228,13 @@ def main() -> None:
             f"| {t} | {r['single_pass_s']:.3f} | {r['default_s']:.3f} | {r['ratio']:.1f}x "
             f"| {r['single_pass_cpu_s']:.3f} / {r['default_cpu_s']:.3f} | {r['cpu_ratio']:.1f}x |"
         )
+    for t in trees:
+        split = " / ".join(f"{x:.3f}" for x in report["trees"][t]["default_policy_tools_harness_s"])
+        print(f"default agent ({t}), policy / tools / harness s: {split}")
     if len(trees) > 1:
         for key, what in (("default_s", "time"), ("default_cpu_s", "CPU time")):
             b, n = (report["trees"][t][key] for t in trees)
             print(f"default agent, this / baseline: {n / b:.2f}x the {what}")
-    for t in trees:
-        split = " / ".join(f"{x:.3f}" for x in report["trees"][t]["default_policy_tools_harness_s"])
-        print(f"default agent ({t}), policy / tools / harness s: {split}")
         print(f"final lists differ on {len(differ)} of {a.warmup + a.n} questions")
     report["differ"] = differ
     if a.profile:
