@@ -8,7 +8,7 @@ see the same machine load. A worker times single-pass then the default agent on 
 and the process's CPU time: on a shared machine the CPU time moves less with the load) and
 returns the default agent's final ranked list; the run fails when two trees' lists differ (a
 speed-up must not change what the agent returns). ``--profile`` adds a cProfile of the default
-agent per worker (tools in turn: cProfile sees one thread) with its time by stage.
+agent per worker (tools in turn: cProfile sees one thread) with its CPU time by stage.
 
     nice -n 10 python benchmarks/agent_speed.py --index /work/runs/q-musique/index/MuSiQue-minilm \
         --embedder minilm-onnx-int8 --questions /work/runs/q-musique/MuSiQue/heuristic/results.jsonl \
@@ -89,7 +89,7 @@ def worker(index_dir: Path, embedder: str | None) -> None:
             out[f"{p}_cpu"] = time.process_time() - c0
             out[f"{p}_docs"] = [d.id for d in result.documents]
             t = result.timings
-            out[f"{p}_split"] = [t.policy_s, t.tools_s, t.harness_s]
+            out[f"{p}_split"] = [t.policy_s, t.tools_s, t.harness_s, t.wall_s]
         print(json.dumps(out), flush=True)
 
 
@@ -101,7 +101,7 @@ def profile(index: Any, questions: list[str], runs: Path) -> dict[str, Any]:
     from sleuth.harness.loop import HarnessConfig
 
     agent = sleuth.Agent(index, harness=HarnessConfig(parallel_tools=False))
-    prof = cProfile.Profile()
+    prof = cProfile.Profile(time.process_time)  # CPU seconds: steadier than wall under load
     prof.enable()
     for i, q in enumerate(questions):
         agent.search(q, trajectory=runs / f"profile-{i}.jsonl")
@@ -224,6 +224,7 @@ def main() -> None:
     print("|---|---|---|---|---|---|")
     for t, rows in got.items():
         report["trees"][t] = r = summary(rows)
+        r["rows"] = rows
         print(
             f"| {t} | {r['single_pass_s']:.3f} | {r['default_s']:.3f} | {r['ratio']:.1f}x "
             f"| {r['single_pass_cpu_s']:.3f} / {r['default_cpu_s']:.3f} | {r['cpu_ratio']:.1f}x |"
@@ -241,7 +242,7 @@ def main() -> None:
         extra = qs[a.warmup + a.n :]
         for t, proc in procs.items():
             report["trees"][t]["profile"] = prof = json.loads(ask(proc, {"profile": extra}))
-            print(f"\nprofile ({t}, {len(extra)} questions, tools in turn): s/q, calls/q")
+            print(f"\nprofile ({t}, {len(extra)} questions, tools in turn): CPU s/q, calls/q")
             for stage, (s, c) in prof["stages"].items():
                 print(f"  {stage:36s} {s:7.4f}  {c:6.1f}")
     for proc in procs.values():
