@@ -125,6 +125,11 @@ def capitalised_spans(text: str) -> list[str]:
 
     A sentence's first word counts only when it is not a stopword ("Which", "The").
     """
+    return list(_spans(text))
+
+
+@lru_cache(maxsize=2048)  # the agent reads the best documents' chunks again at every hop
+def _spans(text: str) -> tuple[str, ...]:
     spans: list[str] = []
     for sentence in _SENTENCE_END.split(text):
         current: list[str] = []
@@ -142,7 +147,7 @@ def capitalised_spans(text: str) -> list[str]:
                 _flush(current, spans)
                 current, pending = [], []
         _flush(current, spans)
-    return list(dict.fromkeys(spans))
+    return tuple(dict.fromkeys(spans))
 
 
 def _flush(span_words: list[str], spans: list[str]) -> None:
