@@ -4,10 +4,11 @@ single-pass, and the same for another checkout of sleuth, question by question i
 Each code tree (this one, and ``--baseline-src`` when given, e.g. a ``git archive`` of the
 commit before a change) runs in its own worker process over its own copy of the index; the
 coordinator hands every question to each worker in turn (alternating which goes first), so both
-see the same machine load. A worker times single-pass then the default agent on the question and
+see the same machine load. A worker times single-pass then the default agent on the question (wall
+and the process's CPU time: on a shared machine the CPU time moves less with the load) and
 returns the default agent's final ranked list; the run fails when two trees' lists differ (a
 speed-up must not change what the agent returns). ``--profile`` adds a cProfile of the default
-agent per worker (tools in turn: cProfile sees one thread) with its time by stage.
+agent per worker (tools in turn: cProfile sees one thread) with its CPU time by stage.
 
     nice -n 10 python benchmarks/agent_speed.py --index /work/runs/q-musique/index/MuSiQue-minilm \
         --embedder minilm-onnx-int8 --questions /work/runs/q-musique/MuSiQue/heuristic/results.jsonl \
@@ -82,12 +83,13 @@ def worker(index_dir: Path, embedder: str | None) -> None:
             continue
         out: dict[str, Any] = {}
         for p, agent in agents.items():
-            t0 = time.perf_counter()
+            t0, c0 = time.perf_counter(), time.process_time()
             result = agent.search(msg["q"], trajectory=runs / f"{p}-{msg['i']}.jsonl")
             out[p] = time.perf_counter() - t0
+            out[f"{p}_cpu"] = time.process_time() - c0
             out[f"{p}_docs"] = [d.id for d in result.documents]
             t = result.timings
-            out[f"{p}_split"] = [t.policy_s, t.tools_s, t.harness_s]
+            out[f"{p}_split"] = [t.policy_s, t.tools_s, t.harness_s, t.wall_s]
         print(json.dumps(out), flush=True)
 
 
@@ -99,7 +101,7 @@ def profile(index: Any, questions: list[str], runs: Path) -> dict[str, Any]:
     from sleuth.harness.loop import HarnessConfig
 
     agent = sleuth.Agent(index, harness=HarnessConfig(parallel_tools=False))
-    prof = cProfile.Profile()
+    prof = cProfile.Profile(time.process_time)  # CPU seconds: steadier than wall under load
     prof.enable()
     for i, q in enumerate(questions):
         agent.search(q, trajectory=runs / f"profile-{i}.jsonl")
@@ -166,10 +168,15 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
     """Medians of one tree's replies: s/q of each policy, their ratio, the default's split."""
     sp = statistics.median(r["single-pass"] for r in rows)
     h = statistics.median(r["heuristic"] for r in rows)
+    sp_cpu = statistics.median(r["single-pass_cpu"] for r in rows)
+    h_cpu = statistics.median(r["heuristic_cpu"] for r in rows)
     return {
         "single_pass_s": sp,
         "default_s": h,
         "ratio": h / sp,
+        "single_pass_cpu_s": sp_cpu,
+        "default_cpu_s": h_cpu,
+        "cpu_ratio": h_cpu / sp_cpu,
         "median_of_ratios": statistics.median(r["heuristic"] / r["single-pass"] for r in rows),
         "default_policy_tools_harness_s": [
             statistics.median(r["heuristic_split"][k] for r in rows) for k in range(3)
@@ -211,24 +218,31 @@ def main() -> None:
     got, differ = timed(procs, qs[: a.warmup + a.n], a.warmup)
     report: dict[str, Any] = {"questions": a.n, "load": [load0, os.getloadavg()[0]], "trees": {}}
     print(f"\n{a.n} questions, {a.index} (load {load0:.1f})\n")
-    print("| code | single-pass s/q | default s/q | ratio | default: policy / tools / harness s |")
-    print("|---|---|---|---|---|")
+    print(
+        "| code | single-pass s/q | default s/q | ratio | CPU s/q, single / default | CPU ratio |"
+    )
+    print("|---|---|---|---|---|---|")
     for t, rows in got.items():
         report["trees"][t] = r = summary(rows)
-        split = " / ".join(f"{x:.3f}" for x in r["default_policy_tools_harness_s"])
+        r["rows"] = rows
         print(
-            f"| {t} | {r['single_pass_s']:.3f} | {r['default_s']:.3f} | {r['ratio']:.1f}x | {split} |"
+            f"| {t} | {r['single_pass_s']:.3f} | {r['default_s']:.3f} | {r['ratio']:.1f}x "
+            f"| {r['single_pass_cpu_s']:.3f} / {r['default_cpu_s']:.3f} | {r['cpu_ratio']:.1f}x |"
         )
+    for t in trees:
+        split = " / ".join(f"{x:.3f}" for x in report["trees"][t]["default_policy_tools_harness_s"])
+        print(f"default agent ({t}), policy / tools / harness s: {split}")
     if len(trees) > 1:
-        b, n = (report["trees"][t]["default_s"] for t in trees)
-        print(f"\ndefault agent, this / baseline: {n / b:.2f}x the time")
+        for key, what in (("default_s", "time"), ("default_cpu_s", "CPU time")):
+            b, n = (report["trees"][t][key] for t in trees)
+            print(f"default agent, this / baseline: {n / b:.2f}x the {what}")
         print(f"final lists differ on {len(differ)} of {a.warmup + a.n} questions")
     report["differ"] = differ
     if a.profile:
         extra = qs[a.warmup + a.n :]
         for t, proc in procs.items():
             report["trees"][t]["profile"] = prof = json.loads(ask(proc, {"profile": extra}))
-            print(f"\nprofile ({t}, {len(extra)} questions, tools in turn): s/q, calls/q")
+            print(f"\nprofile ({t}, {len(extra)} questions, tools in turn): CPU s/q, calls/q")
             for stage, (s, c) in prof["stages"].items():
                 print(f"  {stage:36s} {s:7.4f}  {c:6.1f}")
     for proc in procs.values():

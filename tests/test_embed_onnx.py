@@ -68,6 +68,21 @@ def test_batching_does_not_change_a_vector(wiki_docs):
     assert _cosines(alone, onnx.embed_documents(texts, batch_size=7)).min() > 0.9999
 
 
+def test_one_text_gets_the_vector_of_a_batch_of_one(wiki_docs):
+    """A query (one text, tokenised without the batch tokeniser's thread pool): bit for bit
+    the vector of the batch path, also from threads at once (an agent's parallel searches)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    onnx = make_embedder("minilm-onnx-int8")
+    texts = [*QUERIES, "", *(d.text for d in wiki_docs[:12])]
+    pool = [onnx._run([onnx.tokenizer.encode_batch([t])[0].ids])[0] for t in texts]
+    alone = [onnx.embed_documents([t])[0] for t in texts]
+    assert all(np.array_equal(a, b) for a, b in zip(alone, pool, strict=True))
+    with ThreadPoolExecutor(4) as threads:
+        together = list(threads.map(lambda t: onnx.embed_documents([t])[0], texts * 3))
+    assert all(np.array_equal(a, b) for a, b in zip(together, pool * 3, strict=True))
+
+
 DOCS = [
     Document(id="paris", text="Paris is the capital of France.", title="Paris"),
     Document(id="tea", text="Green tea is made from Camellia sinensis leaves.", title="Tea"),

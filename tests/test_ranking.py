@@ -8,7 +8,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sleuth.errors import InputError
@@ -219,3 +219,12 @@ def test_evidence_ranks_documents_by_their_best_chunk_against_the_whole_corpus(s
             got = question_evidence(index, task.query, docs)
             assert got.bm25_rank == expected
             assert got.bm25 == {d: best[d] for d in docs}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from("aAbBzZtThHeEnNdD İıßẞ'’&-_.,1\n\tÉé"), max_size=60))
+def test_stems_equal_content_words_cut(text: str) -> None:
+    """The ASCII fast path of ``stems`` gives the stems of ``content_words``, whatever the text."""
+    from sleuth.ranking.text import STEM, content_words, stems
+
+    assert stems(text) == frozenset(w[:STEM] for w in content_words(text))

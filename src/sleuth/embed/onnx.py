@@ -212,7 +212,12 @@ class OnnxMiniLM:
         out = np.zeros((len(texts), self.dim), np.float32)
         if not texts:
             return out
-        encoded = self.tokenizer.encode_batch(list(texts))
+        # A query alone: encode_batch hands even one text to its thread pool (0.04-1.4 ms
+        # on a loaded machine, against 0.03-0.14 ms for encode; same ids)
+        one = len(texts) == 1
+        encoded = (
+            [self.tokenizer.encode(texts[0])] if one else self.tokenizer.encode_batch(list(texts))
+        )
         order = np.argsort([len(e.ids) for e in encoded], kind="stable")
         step = max(1, min(batch_size, INFER_BATCH))
         for i in range(0, len(order), step):

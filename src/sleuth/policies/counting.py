@@ -3,12 +3,14 @@
 A request is counted as the tokens of each message's JSON plus those of the tool schemas' JSON
 (o200k_base by default). The sum is deterministic, close to what chat templates add, and cheap
 to repeat: each distinct message is tokenised once, so recounting a view after a prune only
-tokenises the messages that changed.
+tokenises the messages that changed, and a message of plain values (a tool result, the
+question) is not even written as JSON again.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Hashable
 from functools import lru_cache
 from typing import Any
 
@@ -22,9 +24,25 @@ class ChatTokenCounter:
 
     def __init__(self, counter: TokenCounter | None = None):
         self._count_text = lru_cache(maxsize=_CACHE_SIZE)((counter or default_counter()).count)
+        self._by_items: dict[Hashable, int] = {}
 
     def __call__(self, messages: list[dict[str, Any]], tools: list[dict[str, Any]]) -> int:
-        return sum(self._count_text(_json(m)) for m in messages) + self._count_text(_json(tools))
+        return sum(self._count_message(m) for m in messages) + self._count_text(_json(tools))
+
+    def _count_message(self, message: dict[str, Any]) -> int:
+        """The count of ``message``'s JSON, kept by its items when they are all strings: the
+        harness recounts the whole view several times a turn (~20 times a question), and
+        writing every unchanged tool result as JSON again cost more than counting the new."""
+        if not all(type(v) is str for v in message.values()):
+            return self._count_text(_json(message))
+        key = tuple(sorted(message.items()))
+        count = self._by_items.get(key)
+        if count is None:
+            count = self._count_text(_json(message))
+            if len(self._by_items) >= _CACHE_SIZE:
+                self._by_items.clear()
+            self._by_items[key] = count
+        return count
 
 
 def _json(value: Any) -> str:
