@@ -7,7 +7,7 @@ Words are compared lower-cased and cut to ``STEM`` characters, a crude stemmer t
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from functools import lru_cache
 
@@ -43,17 +43,20 @@ def words(text: str) -> list[str]:
 
 def content_words(text: str) -> list[str]:
     """Lower-cased words that carry meaning (no stopwords, no one- or two-letter words)."""
-    lowered = (w.lower() for w in _WORD.findall(text))
-    return list(dict.fromkeys(w for w in lowered if len(w) > 2 and w not in STOPWORDS))
+    return list(dict.fromkeys(_content(text)))
+
+
+def _content(text: str) -> Iterator[str]:
+    # ASCII: lower-casing the text first gives the same words (12% faster, one call not many)
+    found = _WORD.findall(text.lower()) if text.isascii() else map(str.lower, _WORD.findall(text))
+    return (w for w in found if len(w) > 2 and w not in STOPWORDS)
 
 
 @lru_cache(maxsize=2048)  # texts of a few kB: a few MB at most
 def stems(text: str) -> frozenset[str]:
     """The text's content-word stems. Cached: the selector meets the same document texts and
     question at every hop of a question (and twice per call), so each is cut into words once."""
-    # ASCII: lower-casing the text first gives the same words (12% faster, one call not many)
-    found = _WORD.findall(text.lower()) if text.isascii() else map(str.lower, _WORD.findall(text))
-    return frozenset([w[:STEM] for w in found if len(w) > 2 and w not in STOPWORDS])
+    return frozenset([w[:STEM] for w in _content(text)])
 
 
 def overlap(wanted: AbstractSet[str], text: str) -> float:

@@ -17,16 +17,14 @@ from collections.abc import Iterator
 from sleuth.datagen.evidence import QuoteEvidence
 from sleuth.datagen.offline.config import OfflineConfig
 from sleuth.datagen.offline.corpus import Corpus
-from sleuth.datagen.offline.masking import content_words, mask_text
 from sleuth.datagen.offline.templates import (
     TARGET,
     Draft,
     a_kind,
     ask,
     clue_sentence,
-    mention_window,
+    link_clue,
 )
-from sleuth.datagen.quotes import normalize
 
 PATHS_PER_START = 32
 """Paths tried from one start document before moving on (keeps the walk cheap on hubs)."""
@@ -91,18 +89,13 @@ def draft_chain(
         return "no_clue_sentence"
     quotes, clues = [picked[0]], [picked[1]]
     for k in range(hops):
-        a, b = entities[k], entities[k + 1]
-        window = mention_window(a, b, sentences[k], corpus, config)
-        clue = mask_text(window, masks) if window else ""
-        if not window or labels[k + 1] not in clue:
-            return "weak_link_window"
-        if len(content_words(clue)) < config.min_window_words:
-            return "weak_link_window"
-        others = corpus.mentions.get(b.doc_id, set()) - {a.doc_id}
-        if any(normalize(window) in corpus.normalized[d] for d in others):
-            return "ambiguous_link_window"
-        quotes.append(window)
-        clues.append(clue)
+        window = link_clue(
+            entities[k], entities[k + 1], sentences[k], masks, labels[k + 1], corpus, config
+        )
+        if isinstance(window, str):
+            return window
+        quotes.append(window[0])
+        clues.append(window[1])
     parts = [f'Clue 1 is about {labels[0]}, {a_kind(entities[0].kind)}: "{clues[0]}"']
     parts += [
         f"Clue {k + 2}: the article about {labels[k]} names {labels[k + 1]}, "

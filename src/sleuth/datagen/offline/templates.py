@@ -66,13 +66,10 @@ def draft_bridge(link: Link, corpus: Corpus, config: OfflineConfig) -> Draft | s
     if picked is None:
         return "no_clue_sentence"
     quote_b, clue_b = picked
-    quote_a = mention_window(a, b, link.sentence, corpus, config)
-    clue_a = mask_text(quote_a, masks) if quote_a else ""
-    if not quote_a or OTHER not in clue_a or len(content_words(clue_a)) < config.min_window_words:
-        return "weak_link_window"
-    others = corpus.mentions.get(b.doc_id, set()) - {a.doc_id}
-    if any(normalize(quote_a) in corpus.normalized[d] for d in others):
-        return "ambiguous_link_window"
+    window = link_clue(a, b, link.sentence, masks, OTHER, corpus, config)
+    if isinstance(window, str):
+        return window
+    quote_a, clue_a = window
     query = (
         f'Clue 1 is about {OTHER}, {a_kind(b.kind)}: "{clue_b}" '
         f'Clue 2: the article about {TARGET}, {a_kind(a.kind)}, says "{clue_a}". '
@@ -85,7 +82,29 @@ def draft_bridge(link: Link, corpus: Corpus, config: OfflineConfig) -> Draft | s
     return Draft("bridge", 2, (clue_b, clue_a), query, a, (b.doc_id, a.doc_id), evidence)
 
 
-def mention_window(
+def link_clue(
+    a: Entity,
+    b: Entity,
+    sentence: int,
+    masks: list[tuple[Entity, str]],
+    label: str,
+    corpus: Corpus,
+    config: OfflineConfig,
+) -> tuple[str, str] | str:
+    """The words of A's ``sentence`` around its mention of B (``label`` once masked) and that
+    clue, or why there is none: too few words, or the same words in another document naming B
+    (then the clue would not single out A)."""
+    quote = _mention_window(a, b, sentence, corpus, config)
+    clue = mask_text(quote, masks) if quote else ""
+    if not quote or label not in clue or len(content_words(clue)) < config.min_window_words:
+        return "weak_link_window"
+    others = corpus.mentions.get(b.doc_id, set()) - {a.doc_id}
+    if any(normalize(quote) in corpus.normalized[d] for d in others):
+        return "ambiguous_link_window"
+    return quote, clue
+
+
+def _mention_window(
     a: Entity, b: Entity, sentence: int, corpus: Corpus, config: OfflineConfig
 ) -> str | None:
     """The verbatim words of A's sentence around its first mention of B."""
