@@ -158,3 +158,30 @@ def test_a_damaged_file_is_one_line_and_loses_nothing(tmp_path, name, damage, sa
     reopened = Index.open(tmp_path / "ix")  # the index rebuilds its derived side from Chroma
     assert sorted(r.id for r in reopened.lexical.rows) == sorted(r.id for r in expected)
     assert (folder / name).read_bytes() != damage(files[name]) or name == "docmeta.json"
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(st.text(ANY_CHAR, max_size=30), min_size=1, max_size=12),
+    st.lists(st.integers(0, 200), max_size=60),
+)
+def test_kept_rows_equal_fresh_decodes_and_stay_bounded(tmp_path_factory, texts, asked):
+    """A row asked again is the kept object, equal to a fresh decode; at most ROWS_KEPT kept."""
+    import sleuth.index.columns as columns
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(columns, "ROWS_KEPT", 3)
+        _check_kept_rows(tmp_path_factory, texts, asked)
+
+
+def _check_kept_rows(tmp_path_factory, texts, asked):
+    folder = tmp_path_factory.mktemp("kept")
+    rows = _rows(texts)
+    write_columns(folder, rows, {}, {})
+    read, _, _ = read_columns(folder)
+    for i in (a % len(rows) for a in asked):
+        first = read[i]
+        assert first == rows[i] == read._decode(i)
+        assert read[i] is first  # kept
+        assert len(read._kept) <= 3
+    assert list(read) == rows and read[:] == rows
