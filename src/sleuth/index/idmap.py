@@ -102,14 +102,29 @@ class IdMap(Mapping[str, int]):
         keys = list(keys)
         data = [k.encode(ENCODING, ERRORS) for k in keys]
         h = np.fromiter(map(id_hash, data), np.int64, len(keys))
-        starts = self.hashes.searchsorted(h).tolist()
-        hashes = h.tolist()
-        found = map(self._find, keys, data, hashes, starts)
-        return np.fromiter((r for r in found if r is not None), np.int64)
+        hashes, n = self.hashes, len(self.hashes)
+        start = np.empty(len(keys), np.int64)
+        by_hash = np.argsort(h)  # sorted keys search ~3x faster (each search starts nearby)
+        start[by_hash] = hashes.searchsorted(h[by_hash])
+        hit, twin = np.zeros(len(keys), bool), np.zeros(len(keys), bool)
+        inside = start < n
+        hit[inside] = hashes[start[inside]] == h[inside]
+        inside = hit & (start + 1 < n)
+        twin[inside] = hashes[start[inside] + 1] == h[inside]
+        if self._column is None or twin.any():  # rows in memory, or a collision: one by one
+            found = map(self._find, keys, data, h.tolist(), start.tolist())
+            return np.fromiter((r for r in found if r is not None), np.int64)
+        at = np.flatnonzero(hit)  # one candidate row each: compare its bytes with the id's
+        rows = np.asarray(self.order[start[at]], np.int64)
+        offsets, blob = self._column.offsets, self._column.blob
+        spans = zip(offsets[rows].tolist(), offsets[rows + 1].tolist(), strict=True)
+        same = [blob[a:b] == data[j] for (a, b), j in zip(spans, at.tolist(), strict=True)]
+        return rows[np.asarray(same, bool)] if len(rows) else rows
 
     def __iter__(self) -> Iterator[str]:
         keys = self.keys_
-        return (keys[i] for i in range(len(keys)))
+        whole = getattr(keys, "all", None)  # a column decodes all its strings in one pass
+        return iter(whole()) if whole is not None else (keys[i] for i in range(len(keys)))
 
     def __len__(self) -> int:
         return len(self.keys_)
