@@ -178,4 +178,41 @@ def phase_lexopen(folder: Path, questions: int) -> dict:
         round(private_mib() - private0),
     )
     out["peak_rss_mib"], out["checked"] = round(rss_peak_mib()), len(read) + scanned
+    out["lookups"] = time_lookups(lex)
     return out
+
+
+def time_lookups(lex) -> dict:
+    """Chunk id -> row, one at a time (present and absent ids) and 1,000 at once (``rows_for``,
+    a search's excluded chunks), in microseconds a lookup; then private memory after them."""
+    rng = random.Random(2)
+    ids = [lex.rows[i].id for i in rng.sample(range(len(lex.rows)), min(2000, len(lex.rows)))]
+    absent = [f"{i}-absent" for i in ids]
+    out: dict = {}
+    for name, keys in (("get_present_us", ids), ("get_absent_us", absent)):
+        t0 = time.perf_counter()
+        found = sum(lex.row_of.get(k) is not None for k in keys)
+        out[name] = round((time.perf_counter() - t0) / len(keys) * 1e6, 2)
+        assert found == (len(keys) if keys is ids else 0)
+    t0 = time.perf_counter()
+    for _ in range(5):
+        rows = lex.rows_for(ids[:1000] + absent[:1000])
+    out["rows_for_1000_ms"] = round((time.perf_counter() - t0) / 5 * 1e3, 2)
+    docs = [lex.rows[i].doc_id for i in rows[:500].tolist()]
+    t0 = time.perf_counter()
+    assert all(lex.doc_number[d] >= 0 for d in docs)
+    out["doc_number_us"] = round((time.perf_counter() - t0) / max(len(docs), 1) * 1e6, 2)
+    out["private_after_mib"] = round(private_mib())
+    return out
+
+
+def phase_lexmaps(folder: Path) -> dict:
+    """Open a side saved before the id look-ups were, letting this tree add them once."""
+    from sleuth.index.lexical import LexicalIndex
+
+    t0 = time.perf_counter()
+    lex = LexicalIndex.load(folder)
+    assert lex is not None and lex.rows.maps_saved is False, folder
+    again = LexicalIndex.load(folder)
+    assert again is not None and again.rows.maps_saved, folder
+    return {"open_and_add_s": round(time.perf_counter() - t0, 1)}

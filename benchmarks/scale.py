@@ -177,9 +177,9 @@ def phase_embed(n: int) -> dict:
     return {k: round(n / v, 1) for k, v in seconds.items()}
 
 
-def child(args: list[str]) -> dict:
+def child(args: list[str], env: dict[str, str] | None = None) -> dict:
     cmd = ["nice", "-n", "15", sys.executable, __file__, *args]
-    out = subprocess.run(cmd, check=True, capture_output=True, text=True)
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True, env=env)
     return json.loads(out.stdout.strip().splitlines()[-1])
 
 
@@ -196,6 +196,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=RESULTS)
     ap.add_argument("--compare-open", type=int, default=0, metavar="RUNS",
                     help="only: open each size's lexical side in both formats, RUNS times each")  # fmt: skip
+    ap.add_argument("--baseline-src", type=Path,
+                    help="with --compare-open: the tree before the id look-ups, against this one")  # fmt: skip
     a = ap.parse_args()
     if a.phase:
         print(json.dumps(run_phase(a)))
@@ -229,16 +231,33 @@ def main() -> None:
 def compare_open(a: argparse.Namespace) -> None:
     """The lexical side ``lexbuild`` saved as JSON lines (``lex-N``, by the tree before columns)
     and the same rows as columns (``lex-N-cols``, converted once), each opened in a fresh
-    process, alternating, so both formats share the machine's load."""
-    report: dict = {"load": os.getloadavg(), "sizes": {}}
+    process, alternating, so both formats share the machine's load.
+
+    With ``--baseline-src`` (a tree before the id look-ups were saved): ``before`` is that
+    tree opening ``lex-N-cols``; ``after`` this tree opening ``lex-N-maps`` (a hard-linked copy
+    it added its look-ups to); ``after-unsaved`` this tree opening ``lex-N-cols`` as it is."""
+    report: dict = {"load": os.getloadavg(), "sizes": {}, "baseline_src": str(a.baseline_src)}
+    base_env = None
+    if a.baseline_src:
+        bench = Path(__file__).resolve().parent
+        base_env = {**os.environ, "PYTHONPATH": f"{a.baseline_src.resolve()}:{bench}"}
     for n in a.sizes:
         common = ["--n", str(n), "--work", str(a.work), "--questions", str(a.questions)]
-        size: dict = {"jsonl": [], "columns": []}
-        if not (a.work / f"lex-{n}-cols" / "columns.json").exists():
-            size["convert"] = child(["--phase", "lexconvert", *common])
+        cols, maps = a.work / f"lex-{n}-cols", a.work / f"lex-{n}-maps"
+        if not (cols / "columns.json").exists():
+            child(["--phase", "lexconvert", *common])
+        runs = {"jsonl": ["lexopen-jsonl"], "columns": ["lexopen-columns"]}
+        if a.baseline_src:
+            runs = {"before": ["lexopen-columns"], "after": ["lexopen-maps"]}
+            runs["after-unsaved"] = ["lexopen-columns"]
+            if not maps.exists():
+                subprocess.run(["cp", "-al", str(cols), str(maps)], check=True)
+                print(json.dumps(child(["--phase", "lexmaps", *common])), flush=True)
+        size: dict = {k: [] for k in runs}
         for run in range(a.compare_open):
-            for fmt in ("jsonl", "columns") if run % 2 == 0 else ("columns", "jsonl"):
-                size[fmt].append(child(["--phase", f"lexopen-{fmt}", *common]))
+            for name in list(runs) if run % 2 == 0 else list(runs)[::-1]:
+                env = base_env if name == "before" else None
+                size[name].append(child(["--phase", *runs[name], *common], env))
         report["sizes"][str(n)] = size
         print(json.dumps({n: size}), flush=True)
     report["load_end"] = os.getloadavg()
@@ -247,7 +266,13 @@ def compare_open(a: argparse.Namespace) -> None:
 
 
 def run_phase(a: argparse.Namespace) -> dict:
-    from _scale_lexical import phase_lexbuild, phase_lexconvert, phase_lexopen, phase_lexserve
+    from _scale_lexical import (
+        phase_lexbuild,
+        phase_lexconvert,
+        phase_lexmaps,
+        phase_lexopen,
+        phase_lexserve,
+    )
 
     full, lexical = a.work / f"ix-{a.n}", a.work / f"lex-{a.n}"
     cols = a.work / f"lex-{a.n}-cols"
@@ -255,7 +280,10 @@ def run_phase(a: argparse.Namespace) -> dict:
         side = cols if (cols / "columns.json").exists() and a.phase == "lexserve" else lexical
         return phase_lexserve(full / "lexical" if full.exists() else side, a.questions)
     if a.phase.startswith("lexopen"):
-        return phase_lexopen(cols if a.phase.endswith("columns") else lexical, a.questions)
+        side = {"columns": cols, "maps": a.work / f"lex-{a.n}-maps"}.get(a.phase[8:], lexical)
+        return phase_lexopen(side, a.questions)
+    if a.phase == "lexmaps":
+        return phase_lexmaps(a.work / f"lex-{a.n}-maps")
     if a.phase == "lexconvert":
         return phase_lexconvert(lexical, cols)
     return {

@@ -3,13 +3,14 @@
 Why: reading ``chunks.jsonl`` (JSON and a :class:`ChunkRow` per line) and ``docmeta.jsonl``, then
 three dicts built row by row, took 56 s to open a 1M-chunk index and held every text as a Python
 ``str`` (~1 KB a chunk). Here each string field is one UTF-8 blob plus int64 byte offsets and each
-number one ``.npy`` array: opening maps the files and decodes only the ids (for ``row_of``) and
-the document ids; a text is decoded when a tool asks for its row. ``columns.json`` records every
-file's size, so a truncated or damaged side is refused with one line naming the file.
+number one ``.npy`` array: opening maps the files, the ids' look-ups (:mod:`sleuth.index.idmap`)
+included, and decodes nothing; a text is decoded when a tool asks for its row. ``columns.json``
+records every file's size, so a truncated or damaged side is refused with one line naming the file.
 """
 
 from __future__ import annotations
 
+import io
 import json
 import mmap
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -20,11 +21,13 @@ from typing import Any, overload
 import numpy as np
 
 from sleuth.errors import InputError
+from sleuth.index.idmap import ENCODING, ERRORS, IdMap, id_hash
+from sleuth.io import atomic_write_bytes, atomic_write_text
 
 HEADER = "columns.json"
 STRINGS = ("id", "text", "title", "sha", "key")  # per row; ``doc`` is per document
 NUMBERS = ("idx", "tokens", "doc_of_row")
-ENCODING, ERRORS = "utf-8", "surrogatepass"  # every Python str round-trips, lone surrogates too
+MAPS = ("id", "doc")  # ``<name>_hash.npy`` and ``_order.npy``: absent in sides saved before them
 
 
 @dataclass
@@ -120,11 +123,19 @@ class ChunkColumns(Sequence[ChunkRow]):
     would give)."""
 
     def __init__(
-        self, strings: dict[str, StrColumn], docs: StrColumn, numbers: dict[str, np.ndarray]
+        self,
+        strings: dict[str, StrColumn],
+        docs: StrColumn,
+        numbers: dict[str, np.ndarray],
+        maps: dict[str, IdMap] | None = None,
     ):
+        """``maps``: the saved id and document look-ups; made here (hashing every id) if None."""
         self.strings, self.docs, self.numbers = strings, docs, numbers
         self.text = strings["text"]
         self._kept: dict[int, ChunkRow] = {}
+        self.maps_saved = maps is not None
+        self.id_map = maps["id"] if maps else IdMap.build(strings["id"])
+        self.doc_map = maps["doc"] if maps else IdMap.build(docs)
 
     def __len__(self) -> int:
         return len(self.numbers["idx"])
@@ -158,12 +169,12 @@ class ChunkColumns(Sequence[ChunkRow]):
 
 @dataclass
 class RowMaps:
-    """What :class:`~sleuth.index.lexical.LexicalIndex` looks rows up by, built from whole
-    columns (no per-row Python loop over a saved side)."""
+    """What :class:`~sleuth.index.lexical.LexicalIndex` looks rows up by: a saved side's mapped
+    look-ups (:class:`~sleuth.index.idmap.IdMap`), dicts for rows built in memory."""
 
-    ids: list[str]
-    keyed: dict[str, int]
-    docs: list[str]  # document ids by number, in first-seen order
+    row_of: Mapping[str, int]  # chunk id -> row
+    keyed: dict[str, int]  # Chroma key -> row, where the key is not the id
+    doc_number: Mapping[str, int]  # document id -> number, in first-seen order
     doc_of_row: np.ndarray
     idx: np.ndarray
 
@@ -173,7 +184,7 @@ class RowMaps:
             key = rows.strings["key"]
             has_key = np.flatnonzero(np.diff(key.offsets) > 0).tolist()
             return cls(
-                rows.strings["id"].all(), {key[i]: i for i in has_key}, rows.docs.all(),
+                rows.id_map, {key[i]: i for i in has_key}, rows.doc_map,
                 rows.numbers["doc_of_row"], rows.numbers["idx"],
             )  # fmt: skip
         number: dict[str, int] = {}
@@ -181,24 +192,31 @@ class RowMaps:
             (number.setdefault(r.doc_id, len(number)) for r in rows), np.int64, count=len(rows)
         )
         return cls(
-            [r.id for r in rows], {r.key: i for i, r in enumerate(rows) if r.key}, list(number),
-            doc_of_row, np.fromiter((r.idx for r in rows), np.int64, count=len(rows)),
+            {r.id: i for i, r in enumerate(rows)}, {r.key: i for i, r in enumerate(rows) if r.key},
+            number, doc_of_row, np.fromiter((r.idx for r in rows), np.int64, count=len(rows)),
         )  # fmt: skip
 
 
 class RowsOfDoc(Mapping[str, list[int]]):
     """Document id -> its rows in chunk order, sliced on demand from one sorted array (a dict
-    of lists is ~1M lists to build at 1M documents)."""
+    of lists is ~1M lists to build at 1M documents), sorted on first use."""
 
-    def __init__(self, doc_number: dict[str, int], doc_of_row: np.ndarray, idx: np.ndarray):
-        self._number = doc_number
-        self._order = np.lexsort((idx, doc_of_row)) if len(idx) else np.zeros(0, np.int64)
-        counts = np.bincount(doc_of_row, minlength=len(doc_number)) if len(idx) else [0]
-        self._starts = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    def __init__(self, doc_number: Mapping[str, int], doc_of_row: np.ndarray, idx: np.ndarray):
+        self._number, self._doc_of_row, self._idx = doc_number, doc_of_row, idx
+        self._sorted: tuple[np.ndarray, np.ndarray] | None = None
+
+    def _order_starts(self) -> tuple[np.ndarray, np.ndarray]:
+        if self._sorted is None:
+            of_row, idx = self._doc_of_row, self._idx
+            order = np.lexsort((idx, of_row)) if len(idx) else np.zeros(0, np.int64)
+            counts = np.bincount(of_row, minlength=len(self._number)) if len(idx) else [0]
+            self._sorted = order, np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+        return self._sorted
 
     def __getitem__(self, doc: str) -> list[int]:
         n = self._number[doc]
-        rows: list[int] = self._order[self._starts[n] : self._starts[n + 1]].tolist()
+        order, starts = self._order_starts()
+        rows: list[int] = order[starts[n] : starts[n + 1]].tolist()
         return rows
 
     def __contains__(self, doc: object) -> bool:
@@ -254,20 +272,40 @@ def write_columns(
         np.save(folder / name, np.ascontiguousarray(array, np.int64))
         sizes[name] = (folder / name).stat().st_size
 
+    columns: dict[str, list[str]] = {}
     for field in STRINGS:
-        blob, offsets = StrColumn.encode([getattr(r, field) for r in rows])
+        columns[field] = [getattr(r, field) for r in rows]
+        blob, offsets = StrColumn.encode(columns[field])
         put(f"{field}.bin", blob)
         put_array(f"{field}.npy", offsets)
-    blob, offsets = StrColumn.encode(maps.docs)
+    docs = list(maps.doc_number)
+    blob, offsets = StrColumn.encode(docs)
     put("doc.bin", blob)
     put_array("doc.npy", offsets)
+    for name, made, keys in (("id", maps.row_of, columns["id"]), ("doc", maps.doc_number, docs)):
+        id_map = made if isinstance(made, IdMap) else IdMap.build(keys)
+        put_array(f"{name}_hash.npy", id_map.hashes)
+        put_array(f"{name}_order.npy", id_map.order)
     put_array("idx.npy", maps.idx)
     put_array("tokens.npy", np.fromiter((r.tokens for r in rows), np.int64, count=len(rows)))
     put_array("doc_of_row.npy", maps.doc_of_row)
     put("docmeta.json", json.dumps(list(doc_meta.items())).encode())
     put("docsha.json", json.dumps(dict(doc_sha)).encode())
-    header = {"rows": len(rows), "documents": len(maps.docs), "sizes": sizes}
+    header = {"rows": len(rows), "documents": len(docs), "sizes": sizes}
     (folder / HEADER).write_text(json.dumps(header), encoding="utf-8")
+
+
+def add_maps(folder: Path, rows: ChunkColumns) -> None:
+    """Save the look-ups of a side written before they were (made on open: ~1 s at 1M ids),
+    each file replaced atomically, ``columns.json`` naming them last."""
+    header = json.loads((folder / HEADER).read_text(encoding="utf-8"))
+    for name, id_map in (("id", rows.id_map), ("doc", rows.doc_map)):
+        for part, array in (("hash", id_map.hashes), ("order", id_map.order)):
+            buffer = io.BytesIO()
+            np.save(buffer, np.ascontiguousarray(array, np.int64))
+            atomic_write_bytes(folder / f"{name}_{part}.npy", buffer.getvalue())
+            header["sizes"][f"{name}_{part}.npy"] = buffer.getbuffer().nbytes
+    atomic_write_text(folder / HEADER, json.dumps(header))
 
 
 def read_columns(folder: Path) -> tuple[ChunkColumns, LazyJson, LazyJson]:
@@ -297,8 +335,27 @@ def read_columns(folder: Path) -> tuple[ChunkColumns, LazyJson, LazyJson]:
     of_row = numbers["doc_of_row"]
     if n and (of_row.min() < 0 or of_row.max() >= n_docs):
         raise damaged(folder / "doc_of_row.npy", "a row's document out of range")
+    maps = None
+    if all(f"{name}_hash.npy" in sizes for name in MAPS):
+        maps = {"id": _id_map(folder, "id", strings["id"]), "doc": _id_map(folder, "doc", docs)}
     meta = LazyJson(folder / "docmeta.json", lambda pairs: dict(map(tuple, pairs)))
-    return ChunkColumns(strings, docs, numbers), meta, LazyJson(folder / "docsha.json")
+    return ChunkColumns(strings, docs, numbers, maps), meta, LazyJson(folder / "docsha.json")
+
+
+def _id_map(folder: Path, name: str, keys: StrColumn) -> IdMap:
+    """A saved look-up, checked as far as a wrong answer could come of it: hashes sorted, rows
+    in range (a hit is compared with the id itself)."""
+    n = len(keys)
+    hashes = _array(folder / f"{name}_hash.npy", n)
+    order = _array(folder / f"{name}_order.npy", n)
+    if n and np.any(hashes[1:] < hashes[:-1]):
+        raise damaged(folder / f"{name}_hash.npy", "hashes not sorted")
+    if n and (order.min() < 0 or order.max() >= n or np.bincount(order, minlength=n).max() > 1):
+        raise damaged(folder / f"{name}_order.npy", "not one position a row")
+    for p in {0, n // 2, n - 1} if n else ():  # a few ids hashed again: the same hash function
+        if id_hash(keys.blob[keys.offsets[order[p]] : keys.offsets[order[p] + 1]]) != hashes[p]:
+            raise damaged(folder / f"{name}_hash.npy", f"hash {p} is not its id's")
+    return IdMap(keys, hashes, order)
 
 
 def _array(path: Path, n: int) -> np.ndarray:

@@ -32,18 +32,21 @@ from sleuth.index.columns import (
     ChunkColumns,
     RowMaps,
     RowsOfDoc,
+    add_maps,
     damaged,
     read_columns,
     write_columns,
 )
 from sleuth.index.columns import ChunkRow as ChunkRow  # re-exported (its home before)
 from sleuth.index.grepindex import GrepIndex
+from sleuth.index.idmap import IdMap
 from sleuth.io import atomic_write_text
 
 _STEMMER = Stemmer.Stemmer("english")
 RECENT_SCORES = 8  # BM25 score vectors kept (float32: 4 MB each at 1M chunks)
 LEXICAL_FORMAT = 5  # 2: BM25 over title + text; 3: documents' metadata; 4: content hashes;
-# 5: rows as memory-mapped columns (:mod:`sleuth.index.columns`)
+# 5: rows as memory-mapped columns (:mod:`sleuth.index.columns`); the id look-ups they gained
+# later (:mod:`sleuth.index.idmap`) are added to a side saved without them on first open
 JSONL_FORMAT = 4  # the last format of JSON lines, read once and rewritten as columns
 Stamp = dict[str, int]
 """What a saved lexical side (and the graph) was built from: ``generation``, ``chunks``,
@@ -88,9 +91,9 @@ class LexicalIndex:
     """Document id -> its metadata fields (what ``where`` filters read on this side)."""
     doc_sha: Mapping[str, str] = field(default_factory=dict)
     """Document id -> hash of the document as ingested (an unchanged one is not chunked again)."""
-    row_of: dict[str, int] = field(init=False)
+    row_of: Mapping[str, int] = field(init=False)  # chunk id → row (mapped look-up when loaded)
     rows_of_doc: RowsOfDoc = field(init=False)  # document → its rows in chunk order
-    doc_number: dict[str, int] = field(init=False)  # document → dense 0-based number
+    doc_number: Mapping[str, int] = field(init=False)  # document → dense 0-based number
     doc_of_row: np.ndarray = field(init=False)  # row → its document's number
     keyed: dict[str, int] = field(init=False)  # Chroma key → row, where the key is not the id
     _recent: OrderedDict[tuple[str, ...], np.ndarray] = field(init=False, repr=False)
@@ -100,9 +103,7 @@ class LexicalIndex:
     def __post_init__(self) -> None:
         self._recent, self._recent_lock, self._shares = OrderedDict(), threading.Lock(), {}
         maps = RowMaps.of(self.rows)
-        self.row_of = dict(zip(maps.ids, range(len(maps.ids)), strict=True))
-        self.keyed = maps.keyed
-        self.doc_number = dict(zip(maps.docs, range(len(maps.docs)), strict=True))
+        self.row_of, self.keyed, self.doc_number = maps.row_of, maps.keyed, maps.doc_number
         self.doc_of_row = maps.doc_of_row
         self.rows_of_doc = RowsOfDoc(self.doc_number, maps.doc_of_row, maps.idx)
 
@@ -211,6 +212,9 @@ class LexicalIndex:
         return share
 
     def rows_for(self, ids: Iterable[str]) -> np.ndarray:
+        """The rows of these chunk ids in their order; unknown ids left out."""
+        if isinstance(self.row_of, IdMap):
+            return self.row_of.rows(ids)
         return np.fromiter((self.row_of[i] for i in ids if i in self.row_of), dtype=np.int64)
 
     # -- persistence -----------------------------------------------------------------
@@ -246,6 +250,9 @@ class LexicalIndex:
         if not (folder / HEADER).exists():
             return cls._load_jsonl(folder, stamp, upgrade)
         rows, doc_meta, doc_sha = read_columns(folder)
+        if upgrade and not rows.maps_saved:  # saved before the look-ups were: add them once
+            with contextlib.suppress(OSError):  # a read-only index keeps them in memory only
+                add_maps(folder, rows)
         bm25 = folder / "bm25"
         try:
             retriever = (
