@@ -17,6 +17,10 @@ from sleuth.ranking.evidence import question_evidence
 from sleuth.ranking.features import Search, SeenDoc, selection_features
 from sleuth.ranking.model import RankerModel
 
+TOP_HIT_MARGIN = 1.0
+"""Logits (odds within a factor e) by which the selector must prefer the document it ranks
+second over the question's own top search hit to keep that hit out of the final top two."""
+
 
 def document_title(index: Index, doc_id: str) -> str:
     rows = index.document_chunks(doc_id)
@@ -61,3 +65,27 @@ class Selector:
         probs = 1.0 / (1.0 + np.exp(-logits))
         order = sorted(range(len(docs)), key=lambda i: (-probs[i], docs[i].doc_id))
         return [(docs[i].doc_id, float(probs[i])) for i in order]
+
+
+def keep_top_hit(
+    ranked: Sequence[tuple[str, float]], top_hit: str | None, margin: float = TOP_HIT_MARGIN
+) -> list[tuple[str, float]]:
+    """``ranked`` (probabilities, best first) with ``top_hit`` moved up to second place unless
+    the document there is ahead of it by more than ``margin`` logits; otherwise unchanged.
+
+    Why: the selector learned from Wikipedia, where the question's own first hit is often
+    one hop short; on e-mail or patents that hit is usually right, and near-ties between
+    look-alike documents (daily reports, sibling patents) are where the selector's order is
+    least trustworthy. A clear preference still wins, so multi-hop chains keep their head.
+    """
+    order = list(ranked)
+    at = next((i for i, (doc, _) in enumerate(order) if doc == top_hit), None)
+    if at is None or at < 2 or _logit(order[1][1]) - _logit(order[at][1]) > margin:
+        return order
+    order.insert(1, order.pop(at))
+    return order
+
+
+def _logit(p: float) -> float:
+    q = min(max(p, 1e-6), 1 - 1e-6)
+    return float(np.log(q / (1 - q)))
