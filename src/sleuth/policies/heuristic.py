@@ -10,9 +10,9 @@
    room needs it (a chunk pruned is a document the final list can no longer rank).
 3. Answer with the documents in the selector's order (with a text stage: its first ten
    reordered by the selector's and the cross-encoder's scores together,
-   :mod:`sleuth.ranking.textstage`), the question's own top search hit kept in the top two
-   unless the selector clearly prefers another document there
-   (:func:`sleuth.ranking.selector.keep_top_hit`).
+   :mod:`sleuth.ranking.textstage`), the whole-question search's top hit kept in the top two
+   and its top five in the top five unless the selector clearly prefers the documents they
+   would displace (:func:`sleuth.ranking.selector.keep_search_head`).
 
 The agent reads only the transcript (see :mod:`sleuth.policies.transcript`); the selector looks up
 titles and question evidence in the index the tools search. A run is deterministic given the
@@ -32,7 +32,7 @@ from sleuth.policies.scripted import Reply, call, turn
 from sleuth.policies.transcript import ToolReply, final_answer, query_of, token_usage
 from sleuth.policies.transcript import observations as read_observations
 from sleuth.ranking.features import Search, SeenDoc
-from sleuth.ranking.selector import TOP_HIT_MARGIN, Selector, keep_top_hit
+from sleuth.ranking.selector import SEARCH_MARGIN, Selector, keep_search_head
 from sleuth.ranking.text import (
     CALENDAR,
     STEM,
@@ -86,10 +86,10 @@ class HeuristicAgent:
     text_stage: TextStage | None = None
     """The learned cross-encoder that reorders the final list's head (opt-in: ``heuristic-text``);
     used only with a selector."""
-    top_hit_margin: float | None = TOP_HIT_MARGIN
-    """With a selector: the first document of the whole-question search stays in the final top
-    two unless the selector's second is ahead of it by more than this many logits (None: the
-    selector's order alone)."""
+    search_margin: float | None = SEARCH_MARGIN
+    """With a selector: the whole-question search's first documents keep their places in the
+    final list (``selector.SEARCH_FLOOR``) unless the selector prefers the document they would
+    displace by more than this many logits (None: the selector's order alone)."""
     use_filters: bool = True
     """When the question names a sender, a date or a document type and ``describe_corpus`` is
     offered: describe the corpus first and filter the first searches (:mod:`.filters`)."""
@@ -240,8 +240,9 @@ class HeuristicAgent:
         if self.text_stage is not None and self.selector is not None:
             ranked = self.text_stage.rerank(question, ranked, self._passage_of(seen))
             how = "learned selection and text stage"
-        if self.selector is not None and self.top_hit_margin is not None:
-            ranked = keep_top_hit(ranked, question_top_hit(question, seen), self.top_hit_margin)
+        if self.selector is not None and self.search_margin is not None:
+            hits = question_hits(question, seen)
+            ranked = keep_search_head(ranked, hits, self.search_margin)
         entries = []
         for rank, (doc, _) in enumerate(ranked[: self.final_docs], start=1):
             why = f"Ranked {rank} by {how} over {searches} searches."
@@ -288,15 +289,14 @@ def rank_by_rrf(
     return rrf(rankings, weights=weights)
 
 
-def question_top_hit(question: str, seen: list[ToolReply]) -> str | None:
-    """The first document the unfiltered search for the whole question showed (what one
-    search, ``single-pass``, would rank first), or None without such a search."""
+def question_hits(question: str, seen: list[ToolReply]) -> list[str]:
+    """The documents of the unfiltered search for the whole question, in its order (what one
+    search, ``single-pass``, would list, less any chunk pruned since); none without it."""
     for o in seen:
         query = str(o.arguments.get("query", "")).strip()
-        unfiltered = o.tool == SEARCH_CORPUS and not o.arguments.get("where")
-        if unfiltered and o.chunks and query == question.strip():
-            return doc_id_of(o.chunks[0].id)
-    return None
+        if o.tool == SEARCH_CORPUS and not o.arguments.get("where") and query == question.strip():
+            return list(dict.fromkeys(doc_id_of(c.id) for c in o.chunks))
+    return []
 
 
 def _has_more_chunks(doc: str, seen: list[ToolReply]) -> bool:

@@ -17,9 +17,13 @@ from sleuth.ranking.evidence import question_evidence
 from sleuth.ranking.features import Search, SeenDoc, selection_features
 from sleuth.ranking.model import RankerModel
 
-TOP_HIT_MARGIN = 1.0
-"""Logits (odds within a factor e) by which the selector must prefer the document it ranks
-second over the question's own top search hit to keep that hit out of the final top two."""
+SEARCH_MARGIN = 1.0
+"""Logits (odds within a factor e): how far the selector must prefer a document over one of the
+question search's first hits to keep that hit out of its place (:func:`keep_search_head`)."""
+
+SEARCH_FLOOR = ((1, 2), (5, 5))
+"""``(n, k)``: the question search's first ``n`` documents keep a place in the final top ``k``
+(its top hit in the top two, its top five in the top five: where R@2 and R@5 count)."""
 
 
 def document_title(index: Index, doc_id: str) -> str:
@@ -67,22 +71,35 @@ class Selector:
         return [(docs[i].doc_id, float(probs[i])) for i in order]
 
 
-def keep_top_hit(
-    ranked: Sequence[tuple[str, float]], top_hit: str | None, margin: float = TOP_HIT_MARGIN
+def keep_search_head(
+    ranked: Sequence[tuple[str, float]],
+    hits: Sequence[str],
+    margin: float = SEARCH_MARGIN,
+    floor: Sequence[tuple[int, int]] = SEARCH_FLOOR,
 ) -> list[tuple[str, float]]:
-    """``ranked`` (probabilities, best first) with ``top_hit`` moved up to second place unless
-    the document there is ahead of it by more than ``margin`` logits; otherwise unchanged.
+    """``ranked`` (probabilities, best first) with the whole-question search's first ``hits``
+    kept in the places ``floor`` (:data:`SEARCH_FLOOR`) gives them: a hit below its place takes
+    that of the last document there that neither this pair nor an earlier one guards, which
+    drops to just below, unless the selector prefers that document by more than ``margin``
+    logits. A permutation of ``ranked``; the other documents keep their relative order.
 
-    Why: the selector learned from Wikipedia, where the question's own first hit is often
-    one hop short; on e-mail or patents that hit is usually right, and near-ties between
-    look-alike documents (daily reports, sibling patents) are where the selector's order is
-    least trustworthy. A clear preference still wins, so multi-hop chains keep their head.
+    Why: the selector learned from Wikipedia, where the question's own first hits are often a
+    hop short; on e-mail or patents they are usually right, and near-ties between look-alike
+    documents (daily reports, sibling patents) are where the selector's order is least
+    trustworthy. A clear preference still wins, so multi-hop chains keep their head.
     """
-    order = list(ranked)
-    at = next((i for i, (doc, _) in enumerate(order) if doc == top_hit), None)
-    if at is None or at < 2 or _logit(order[1][1]) - _logit(order[at][1]) > margin:
-        return order
-    order.insert(1, order.pop(at))
+    order, start = list(ranked), 0
+    for n, k in floor:
+        guarded = set(hits[:n])
+        for hit in hits[:n]:
+            docs = [doc for doc, _ in order]
+            at = docs.index(hit) if hit in docs else -1
+            free = [i for i in range(start, k) if docs[i] not in guarded] if at >= k else []
+            if free and _logit(order[free[-1]][1]) - _logit(order[at][1]) <= margin:
+                moved, displaced = order.pop(at), order[free[-1]]
+                order[free[-1]] = moved
+                order.insert(k, displaced)
+        start = k
     return order
 
 
