@@ -290,8 +290,9 @@ def rank_by_rrf(
 
 
 def question_hits(question: str, seen: list[ToolReply]) -> list[str]:
-    """The documents of the unfiltered search for the whole question, in its order (what one
-    search, ``single-pass``, would list, less any chunk pruned since); none without it."""
+    """The documents of the unfiltered search for the whole question, in its order, less any
+    chunk pruned since (the agent's toolbox reranks it with the ranker's search head, so its top
+    hit is not always single-pass's); none without that search."""
     for o in seen:
         query = str(o.arguments.get("query", "")).strip()
         if o.tool == SEARCH_CORPUS and not o.arguments.get("where") and query == question.strip():
