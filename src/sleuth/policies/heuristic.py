@@ -10,7 +10,9 @@
    room needs it (a chunk pruned is a document the final list can no longer rank).
 3. Answer with the documents in the selector's order (with a text stage: its first ten
    reordered by the selector's and the cross-encoder's scores together,
-   :mod:`sleuth.ranking.textstage`).
+   :mod:`sleuth.ranking.textstage`), the whole-question search's top hit kept in the top two
+   and its top five in the top five unless the selector clearly prefers the documents they
+   would displace (:func:`sleuth.ranking.selector.keep_search_head`).
 
 The agent reads only the transcript (see :mod:`sleuth.policies.transcript`); the selector looks up
 titles and question evidence in the index the tools search. A run is deterministic given the
@@ -30,7 +32,7 @@ from sleuth.policies.scripted import Reply, call, turn
 from sleuth.policies.transcript import ToolReply, final_answer, query_of, token_usage
 from sleuth.policies.transcript import observations as read_observations
 from sleuth.ranking.features import Search, SeenDoc
-from sleuth.ranking.selector import Selector
+from sleuth.ranking.selector import SEARCH_MARGIN, Selector, keep_search_head
 from sleuth.ranking.text import (
     CALENDAR,
     STEM,
@@ -84,6 +86,10 @@ class HeuristicAgent:
     text_stage: TextStage | None = None
     """The learned cross-encoder that reorders the final list's head (opt-in: ``heuristic-text``);
     used only with a selector."""
+    search_margin: float | None = SEARCH_MARGIN
+    """With a selector: the whole-question search's first documents keep their places in the
+    final list (``selector.SEARCH_FLOOR``) unless the selector prefers the document they would
+    displace by more than this many logits (None: the selector's order alone)."""
     use_filters: bool = True
     """When the question names a sender, a date or a document type and ``describe_corpus`` is
     offered: describe the corpus first and filter the first searches (:mod:`.filters`)."""
@@ -234,6 +240,9 @@ class HeuristicAgent:
         if self.text_stage is not None and self.selector is not None:
             ranked = self.text_stage.rerank(question, ranked, self._passage_of(seen))
             how = "learned selection and text stage"
+        if self.selector is not None and self.search_margin is not None:
+            hits = question_hits(question, seen)
+            ranked = keep_search_head(ranked, hits, self.search_margin)
         entries = []
         for rank, (doc, _) in enumerate(ranked[: self.final_docs], start=1):
             why = f"Ranked {rank} by {how} over {searches} searches."
@@ -278,6 +287,17 @@ def rank_by_rrf(
     rankings = [list(dict.fromkeys(doc_id_of(c.id) for c in o.chunks)) for o in searches]
     weights = [question_weight if o.arguments.get("query") == question else 1.0 for o in searches]
     return rrf(rankings, weights=weights)
+
+
+def question_hits(question: str, seen: list[ToolReply]) -> list[str]:
+    """The documents of the unfiltered search for the whole question, in its order, less any
+    chunk pruned since (the agent's toolbox reranks it with the ranker's search head, so its top
+    hit is not always single-pass's); none without that search."""
+    for o in seen:
+        query = str(o.arguments.get("query", "")).strip()
+        if o.tool == SEARCH_CORPUS and not o.arguments.get("where") and query == question.strip():
+            return list(dict.fromkeys(doc_id_of(c.id) for c in o.chunks))
+    return []
 
 
 def _has_more_chunks(doc: str, seen: list[ToolReply]) -> bool:

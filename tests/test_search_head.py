@@ -1,0 +1,123 @@
+"""The whole-question search's first hits keep their places at the head of the final list unless
+the selector clearly prefers the documents they would displace (``selector.keep_search_head``):
+its top hit in the top two, its top five in the top five.
+
+On the Enron dev set the selector ranked four near-identical daily forex previews 0.91, 0.87,
+0.82, 0.76 and put the one the question's search found first (the gold one) third.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+
+from hypothesis import given
+from hypothesis import strategies as st
+
+from sleuth.policies.heuristic import HeuristicAgent, question_hits
+from sleuth.policies.transcript import ToolReply
+from sleuth.ranking.selector import SEARCH_FLOOR, keep_search_head
+from sleuth.tools.spec import SEARCH_CORPUS
+from sleuth.tools.types import ChunkHit
+
+QUESTION = "What was the pound-dollar rate in the preview near 133.20?"
+FOREX = [("mon", 0.912), ("tue", 0.870), ("wed", 0.816), ("thu", 0.759)]
+
+
+def _logit(p: float) -> float:
+    q = min(max(p, 1e-6), 1 - 1e-6)  # as the rule clips a probability of 0 or 1
+    return math.log(q / (1 - q))
+
+
+def _docs(ranked) -> list[str]:
+    return [d for d, _ in ranked]
+
+
+def test_a_near_tie_lets_the_top_hit_into_second_place():
+    assert _docs(keep_search_head(FOREX, ["wed", "mon"])) == ["mon", "wed", "tue", "thu"]
+
+
+def test_a_clear_preference_keeps_the_selectors_order():
+    ranked = [("a", 0.95), ("b", 0.90), ("c", 0.20)]
+    assert keep_search_head(ranked, ["c"]) == ranked
+    wide = _logit(0.9) - _logit(0.2) + 0.01
+    assert _docs(keep_search_head(ranked, ["c"], margin=wide)) == ["a", "c", "b"]
+
+
+def test_the_search_top_five_keep_the_top_five_and_the_displaced_document_drops_one_place():
+    ranked = [
+        ("x", 0.9),
+        ("y", 0.8),
+        ("z", 0.7),
+        ("w", 0.6),
+        ("v", 0.5),
+        ("h1", 0.45),
+        ("h0", 0.44),
+    ]
+    out = _docs(keep_search_head(ranked, ["h0", "h1"]))
+    assert out == ["x", "y", "z", "h1", "h0", "w", "v"]  # h0 too far below y for the top two
+
+
+def test_nothing_moves_without_hits_or_when_they_are_in_place():
+    for hits in ([], ["absent"], ["mon"], ["tue", "wed", "thu", "mon"]):
+        assert keep_search_head(FOREX, hits) == FOREX
+
+
+_RANKED = st.lists(
+    st.tuples(st.sampled_from("abcdefghijkl"), st.floats(0.0, 1.0)),
+    max_size=12,
+    unique_by=lambda x: x[0],
+).map(lambda xs: sorted(xs, key=lambda x: -x[1]))
+_HITS = st.lists(st.sampled_from("abcdefghijklm"), max_size=8, unique=True)
+
+
+@given(_RANKED, _HITS, st.floats(-1.0, 5.0))
+def test_the_final_list_is_the_same_documents_and_keeps_what_was_in_place(ranked, hits, margin):
+    out = keep_search_head(ranked, hits, margin)
+    assert sorted(out) == sorted(ranked)  # a permutation: nothing added, nothing lost
+    moved = set(hits[: max(n for n, _ in SEARCH_FLOOR)])
+    assert [x for x in out if x[0] not in moved] == [x for x in ranked if x[0] not in moved]
+    before, after = _docs(ranked), _docs(out)
+    if hits and hits[0] in before[:2]:
+        assert hits[0] in after[:2]
+    assert set(hits[:5]) & set(before[:5]) <= set(after[:5])  # a hit in place stays in place
+    if margin < 0:
+        assert out == ranked
+
+
+@given(_RANKED, _HITS)
+def test_without_a_margin_every_hit_takes_its_place_while_one_is_free(ranked, hits):
+    out = _docs(keep_search_head(ranked, hits, math.inf))
+    if hits and hits[0] in out:
+        assert out.index(hits[0]) < 2
+    for hit in hits[:5]:
+        if hit in out and out.index(hit) >= 5:
+            assert all(doc in hits[:5] for doc in out[2:5])  # no place left to take
+
+
+def _search(query: str, docs: list[str], where: dict[str, str] | None = None) -> ToolReply:
+    chunks = [ChunkHit(id=f"{d}_0", doc_id=d, text=f"text of {d}", tokens=5) for d in docs]
+    arguments = {"query": query} | ({"where": where} if where else {})
+    return ToolReply(SEARCH_CORPUS, arguments, chunks, 0)
+
+
+class _Titles:
+    def title(self, doc_id: str) -> str:
+        return doc_id
+
+
+def test_the_agent_keeps_the_unfiltered_whole_question_searchs_hits_at_its_head():
+    seen = [
+        _search(QUESTION, ["thu", "mon"], where={"from": "a@b.com"}),  # filtered: not one search
+        _search("pound-dollar", ["mon", "tue"]),
+        _search(QUESTION, ["wed", "wed", "mon", "tue"]),  # two chunks of "wed"
+    ]
+    assert question_hits(QUESTION, seen) == ["wed", "mon", "tue"]
+    assert question_hits("another question", seen) == []
+
+    def order(agent: HeuristicAgent) -> list[str]:
+        return re.findall(r'id="(\w+)"', agent.answer(QUESTION, FOREX, seen))
+
+    assert order(HeuristicAgent(selector=_Titles())) == ["mon", "wed", "tue", "thu"]
+    assert order(HeuristicAgent(selector=_Titles(), search_margin=None)) == _docs(FOREX)
+    assert order(HeuristicAgent()) == _docs(FOREX)  # RRF order: no selector, no rule
