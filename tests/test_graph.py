@@ -217,3 +217,18 @@ def test_ppr_column_is_the_share_of_the_best_seen():
     evidence = QuestionEvidence(bm25={}, bm25_rank={}, dense={}, ppr={"a": 0.4, "b": 0.1})
     rows = selection_features("q", docs, [Search("q", 0)], evidence)
     assert rows[:, SELECTION_COLUMNS.index("ppr")].tolist() == [1.0, 0.25]
+
+
+def test_titled_finds_the_documents_a_name_titles():
+    """The hop's title check: compared as title keys (case, a leading article, "(...)")."""
+    g = _graph()
+    assert g.titled("Beta Labs") == ["beta"]
+    assert g.titled("the ALPHA corp") == ["alpha"]
+    assert g.titled("Maria Lopez") == [] and g.titled("") == []
+
+
+def test_titles_within_a_run_of_names_keep_their_spelling():
+    g = _graph()
+    assert g.titles_within("Maria Lopez of Beta Labs") == ["Beta Labs"]
+    assert g.titles_within("Beta Labs") == []  # the run itself is no title *within* it
+    assert g.titles_within("Gamma Works") == []

@@ -20,7 +20,6 @@ corpus.
 from __future__ import annotations
 
 import re
-from collections import Counter
 from dataclasses import dataclass
 from typing import Any
 
@@ -68,6 +67,9 @@ class HeuristicAgent:
     """Searches per bridge round, one per new name."""
     expand_docs: int = 3
     """Names are taken from this many best documents."""
+    title_boost: float = 3.0
+    """A name that is the title of a corpus document the run has not seen counts this many
+    times (1.0: every name alike, and names that title only seen documents are searched too)."""
     keep_docs: int = 6
     """The best documents are never pruned."""
     prune_below: float = 0.05
@@ -179,6 +181,23 @@ class HeuristicAgent:
         """New names in the best documents, each searched with what the best document lacks."""
         if not ranked:
             return []
+        names = self._bridge_names(question, seen, ranked)
+        best_text = " ".join(
+            c.text for o in seen for c in o.chunks if doc_id_of(c.id) == ranked[0][0]
+        )
+        known = stems(best_text)
+        missing = [w for w in content_words(question) if w[:STEM] not in known]
+        tail = " ".join(missing or content_words(question))
+        return [f"{name} {tail}".strip() for name in names]
+
+    def _bridge_names(
+        self, question: str, seen: list[ToolReply], ranked: list[tuple[str, float]]
+    ) -> list[str]:
+        """The :attr:`bridge_entities` best new names of the best documents: each scores its
+        document's weight (1/rank) for every chunk it is in, times :attr:`title_boost` when it
+        is the title of a corpus document the run has not seen (the next link, found by name).
+        A name that titles only seen documents, or that a search or the question already
+        asked, is no bridge."""
         best = [doc for doc, _ in ranked[: self.expand_docs]]
         weight = {doc: 1.0 / rank for rank, doc in enumerate(best, start=1)}
         asked = stems(question)
@@ -186,12 +205,13 @@ class HeuristicAgent:
             str(o.arguments.get("query", "")).lower() for o in seen if o.tool == SEARCH_CORPUS
         )
         found_titles = self._seen_titles(seen)
-        scores: Counter[str] = Counter()
+        titled = self._unseen_title(seen)
+        scores: dict[str, float] = {}
         for chunk in {c.id: c for o in seen for c in o.chunks}.values():
             doc = doc_id_of(chunk.id)
             if doc not in weight:
                 continue
-            for name in capitalised_spans(chunk.text):
+            for name in self._names_in(chunk.text):
                 lower = name.lower()
                 if (
                     stems(name) <= asked
@@ -200,13 +220,36 @@ class HeuristicAgent:
                     or lower in found_titles
                 ):
                     continue
-                scores[name] += weight[doc]  # type: ignore[assignment]  # float counts work
-        names = [name for name, _ in scores.most_common(self.bridge_entities)]
-        best_text = " ".join(c.text for o in seen for c in o.chunks if doc_id_of(c.id) == best[0])
-        known = stems(best_text)
-        missing = [w for w in content_words(question) if w[:STEM] not in known]
-        tail = " ".join(missing or content_words(question))
-        return [f"{name} {tail}".strip() for name in names]
+                unseen = titled(name)
+                if unseen is False:
+                    continue
+                boost = self.title_boost if unseen else 1.0
+                scores[name] = scores.get(name, 0.0) + weight[doc] * boost
+        return best_names(scores, self.bridge_entities)
+
+    def _names_in(self, text: str) -> list[str]:
+        """The capitalised runs of ``text``, each followed by the corpus titles named inside it
+        (a run joins names: "Ivo Brand for Arcadia Works")."""
+        spans = capitalised_spans(text)
+        if self.selector is None or self.title_boost == 1.0:
+            return spans
+        graph = self.selector.index.graph
+        return [part for span in spans for part in (span, *graph.titles_within(span))]
+
+    def _unseen_title(self, seen: list[ToolReply]) -> Any:
+        """``name -> True`` when the name titles a corpus document the run has not seen,
+        ``False`` when it titles only seen ones, ``None`` when it titles none (or no corpus
+        graph is at hand: without a selector the agent knows no index)."""
+        if self.selector is None or self.title_boost == 1.0:
+            return lambda _: None
+        graph = self.selector.index.graph
+        docs = {doc_id_of(c.id) for o in seen for c in o.chunks}
+
+        def unseen(name: str) -> bool | None:
+            owners = graph.titled(name)
+            return None if not owners else any(d not in docs for d in owners)
+
+        return unseen
 
     def _seen_titles(self, seen: list[ToolReply]) -> set[str]:
         """Lower-cased titles of seen documents: a name already found needs no search."""
@@ -244,6 +287,12 @@ class HeuristicAgent:
                 why = f'"{quote}" {why}' if quote else why
             entries.append((doc, why))
         return final_answer(entries)
+
+
+def best_names(scores: dict[str, float], count: int) -> list[str]:
+    """The ``count`` highest-scoring names; ties keep their first-seen (text) order."""
+    order = {name: i for i, name in enumerate(scores)}
+    return sorted(scores, key=lambda n: (-scores[n], order[n]))[:count]
 
 
 def trail(seen: list[ToolReply], title_of: Any) -> tuple[list[SeenDoc], list[Search]]:
