@@ -225,10 +225,3 @@ def test_titled_finds_the_documents_a_name_titles():
     assert g.titled("Beta Labs") == ["beta"]
     assert g.titled("the ALPHA corp") == ["alpha"]
     assert g.titled("Maria Lopez") == [] and g.titled("") == []
-
-
-def test_titles_within_a_run_of_names_keep_their_spelling():
-    g = _graph()
-    assert g.titles_within("Maria Lopez of Beta Labs") == ["Beta Labs"]
-    assert g.titles_within("Beta Labs") == []  # the run itself is no title *within* it
-    assert g.titles_within("Gamma Works") == []

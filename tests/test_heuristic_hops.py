@@ -87,7 +87,9 @@ TITLES = {  # the corpus: id -> title
     "delta": "Delta Yard",
     "lake": "North Lake",
 }
-ZEPHYR = "The Zephyr Bridge was designed by Ivo Brand for Arcadia Works, near Delta Yard."
+ZEPHYR = (
+    "The Zephyr Bridge was designed by Ivo Brand. It was built by Arcadia Works near Delta Yard."
+)
 
 
 class StubSelector:
@@ -131,9 +133,9 @@ def test_a_name_that_titles_only_seen_documents_is_not_searched():
 
 
 def test_without_a_selector_names_keep_their_text_order():
-    """No index, no titles: the runs of names of the best document in text order, as before."""
+    """No index, no titles: the names of the best document in text order, as before."""
     queries = names_searched(HeuristicAgent(bridge_entities=2), [chunk("zephyr", ZEPHYR, 40)])
-    assert [q.split()[0] for q in queries] == ["Ivo", "Delta"]  # "Ivo Brand for Arcadia Works"
+    assert [q.split()[0] for q in queries] == ["Ivo", "Arcadia"]
 
 
 @given(st.dictionaries(st.text(min_size=1, max_size=5), st.floats(0, 10), max_size=12))

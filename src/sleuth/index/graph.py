@@ -196,19 +196,6 @@ class CorpusGraph:
         node = self.node_number.get(title_key(name))
         return [self.doc_ids[d] for d in self._owners.get(node, [])] if node is not None else []
 
-    def titles_within(self, name: str) -> list[str]:
-        """The corpus titles named inside the run of names ``name``, spelled as there ("Ivo
-        Brand for Arcadia Works" names "Arcadia Works"), other than ``name`` itself."""
-        words = name.split()
-        lowered = [w.lower() for w in words]
-        found: list[str] = []
-        for key in dict.fromkeys(self._titles.within(lowered)):
-            size = len(key.split())
-            if size < len(words):
-                start = next(i for i in range(len(words)) if " ".join(lowered[i : i + size]) == key)
-                found.append(" ".join(words[start : start + size]))
-        return found
-
     # -- personalised PageRank ----------------------------------------------------------
     def question_seeds(self, question: str) -> np.ndarray:
         """Seed mass over documents from the nodes ``question`` names: a node's documents share

@@ -20,6 +20,7 @@ corpus.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,8 +66,8 @@ class HeuristicAgent:
     """Bridge rounds after the first searches (MuSiQue questions have up to 4 hops)."""
     bridge_entities: int = 3
     """Searches per bridge round, one per new name."""
-    expand_docs: int = 3
-    """Names are taken from this many best documents."""
+    expand_docs: int = 5
+    """Names are taken from this many best documents (weighted 1/rank)."""
     title_boost: float = 3.0
     """A name that is the title of a corpus document the run has not seen counts this many
     times (1.0: every name alike, and names that title only seen documents are searched too)."""
@@ -211,7 +212,7 @@ class HeuristicAgent:
             doc = doc_id_of(chunk.id)
             if doc not in weight:
                 continue
-            for name in self._names_in(chunk.text):
+            for name in capitalised_spans(chunk.text):
                 lower = name.lower()
                 if (
                     stems(name) <= asked
@@ -227,16 +228,7 @@ class HeuristicAgent:
                 scores[name] = scores.get(name, 0.0) + weight[doc] * boost
         return best_names(scores, self.bridge_entities)
 
-    def _names_in(self, text: str) -> list[str]:
-        """The capitalised runs of ``text``, each followed by the corpus titles named inside it
-        (a run joins names: "Ivo Brand for Arcadia Works")."""
-        spans = capitalised_spans(text)
-        if self.selector is None or self.title_boost == 1.0:
-            return spans
-        graph = self.selector.index.graph
-        return [part for span in spans for part in (span, *graph.titles_within(span))]
-
-    def _unseen_title(self, seen: list[ToolReply]) -> Any:
+    def _unseen_title(self, seen: list[ToolReply]) -> Callable[[str], bool | None]:
         """``name -> True`` when the name titles a corpus document the run has not seen,
         ``False`` when it titles only seen ones, ``None`` when it titles none (or no corpus
         graph is at hand: without a selector the agent knows no index)."""
