@@ -225,3 +225,5 @@ def test_titled_finds_the_documents_a_name_titles():
     assert g.titled("Beta Labs") == ["beta"]
     assert g.titled("the ALPHA corp") == ["alpha"]
     assert g.titled("Maria Lopez") == [] and g.titled("") == []
+    assert g.share_naming("Beta Labs") == 2 / len(g.doc_ids)  # its own page and Alpha Corp's
+    assert g.share_naming("Nobody Here") == 0.0

@@ -93,10 +93,14 @@ ZEPHYR = (
 
 
 class StubSelector:
-    """Orders documents as listed and looks titles up in a real graph of :data:`TITLES`."""
+    """Orders documents as listed and looks titles up in a real graph of :data:`TITLES` plus
+    untitled notes (100 documents), the first ``hub`` of which name Arcadia Works."""
 
-    def __init__(self, order: list[str]):
+    def __init__(self, order: list[str], hub: int = 0):
         rows = [ChunkRow(f"{d}_0", d, 0, f"{t} text.", 5, t) for d, t in TITLES.items()]
+        for i in range(100 - len(rows)):
+            text = "a note on Arcadia Works." if i < hub else "a plain note."
+            rows.append(ChunkRow(f"note{i}_0", f"note{i}", 0, text, 5, ""))
         self.index = SimpleNamespace(graph=CorpusGraph.build(rows, {}))
         self.order = order
 
@@ -120,6 +124,18 @@ def test_a_name_that_titles_an_unseen_document_goes_first():
     assert names_searched(agent, [chunk("zephyr", ZEPHYR, 40)])[0].startswith("Arcadia Works")
     plain = HeuristicAgent(selector=selector, bridge_entities=1, title_boost=1.0)  # type: ignore[arg-type]
     assert names_searched(plain, [chunk("zephyr", ZEPHYR, 40)])[0].startswith("Ivo Brand")
+
+
+def test_a_title_that_many_documents_name_is_a_hub_not_a_link():
+    """Arcadia Works named by 6 of 100 documents (over ``hub_share``): no boost, so it falls
+    behind Delta Yard (a title) and Ivo Brand (first in the text)."""
+    selector = StubSelector(["zephyr"], hub=5)
+    agent = HeuristicAgent(selector=selector)  # type: ignore[arg-type]
+    queries = names_searched(agent, [chunk("zephyr", ZEPHYR, 40)])
+    assert [q.split()[0] for q in queries] == ["Delta", "Ivo", "Arcadia"]
+    wide = HeuristicAgent(selector=selector, hub_share=0.1)  # type: ignore[arg-type]
+    queries = names_searched(wide, [chunk("zephyr", ZEPHYR, 40)])
+    assert [q.split()[0] for q in queries] == ["Arcadia", "Delta", "Ivo"]
 
 
 def test_a_name_that_titles_only_seen_documents_is_not_searched():

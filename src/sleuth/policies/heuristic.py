@@ -71,6 +71,9 @@ class HeuristicAgent:
     title_boost: float = 3.0
     """A name that is the title of a corpus document the run has not seen counts this many
     times (1.0: every name alike, and names that title only seen documents are searched too)."""
+    hub_share: float = 0.01
+    """...unless more than this share of the corpus's documents names it: a hub ("United
+    States", "Canada") is no more likely the next link than any other name."""
     keep_docs: int = 6
     """The best documents are never pruned."""
     prune_below: float = 0.05
@@ -229,9 +232,9 @@ class HeuristicAgent:
         return best_names(scores, self.bridge_entities)
 
     def _unseen_title(self, seen: list[ToolReply]) -> Callable[[str], bool | None]:
-        """``name -> True`` when the name titles a corpus document the run has not seen,
-        ``False`` when it titles only seen ones, ``None`` when it titles none (or no corpus
-        graph is at hand: without a selector the agent knows no index)."""
+        """``name -> True`` when the name titles a corpus document the run has not seen and is
+        no hub (:attr:`hub_share`), ``False`` when it titles only seen ones, ``None`` otherwise
+        (also when no corpus graph is at hand: without a selector the agent knows no index)."""
         if self.selector is None or self.title_boost == 1.0:
             return lambda _: None
         graph = self.selector.index.graph
@@ -239,7 +242,11 @@ class HeuristicAgent:
 
         def unseen(name: str) -> bool | None:
             owners = graph.titled(name)
-            return None if not owners else any(d not in docs for d in owners)
+            if not owners:
+                return None
+            if all(d in docs for d in owners):
+                return False
+            return True if graph.share_naming(name) <= self.hub_share else None
 
         return unseen
 
