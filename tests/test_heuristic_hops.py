@@ -138,6 +138,15 @@ def test_a_title_that_many_documents_name_is_a_hub_not_a_link():
     assert [q.split()[0] for q in queries] == ["Arcadia", "Delta", "Ivo"]
 
 
+def test_documents_past_the_best_three_give_only_titles_of_unseen_documents():
+    """The 4th document names North Lake (a title) and Gus Hale (none): only the title counts."""
+    selector = StubSelector(["zephyr", "p2", "p3", "p4"])
+    agent = HeuristicAgent(selector=selector, bridge_entities=9)  # type: ignore[arg-type]
+    shown = [chunk("zephyr", ZEPHYR, 40), chunk("p2", "a page.", 5), chunk("p3", "a page.", 5)]
+    queries = names_searched(agent, [*shown, chunk("p4", "Gus Hale swam in North Lake.", 9)])
+    assert [q.split()[0] for q in queries] == ["Arcadia", "Delta", "Ivo", "North"]
+
+
 def test_a_name_that_titles_only_seen_documents_is_not_searched():
     """Delta Yard is already in view: searching its name again spends a search on nothing."""
     selector = StubSelector(["zephyr", "delta"])

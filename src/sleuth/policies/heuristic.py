@@ -66,8 +66,11 @@ class HeuristicAgent:
     """Bridge rounds after the first searches (MuSiQue questions have up to 4 hops)."""
     bridge_entities: int = 3
     """Searches per bridge round, one per new name."""
-    expand_docs: int = 5
-    """Names are taken from this many best documents (weighted 1/rank)."""
+    expand_docs: int = 3
+    """Names are taken from this many best documents (weighted 1/rank)..."""
+    title_docs: int = 5
+    """...and names that title an unseen corpus document (see :attr:`title_boost`) from this
+    many (a corpus without such names, e.g. patent abstracts, runs no longer for it)."""
     title_boost: float = 3.0
     """A name that is the title of a corpus document the run has not seen counts this many
     times (1.0: every name alike, and names that title only seen documents are searched too)."""
@@ -199,11 +202,13 @@ class HeuristicAgent:
     ) -> list[str]:
         """The :attr:`bridge_entities` best new names of the best documents: each scores its
         document's weight (1/rank) for every chunk it is in, times :attr:`title_boost` when it
-        is the title of a corpus document the run has not seen (the next link, found by name).
+        is the title of a corpus document the run has not seen (the next link, found by name;
+        only such names come from the documents ranked after :attr:`expand_docs`).
         A name that titles only seen documents, or that a search or the question already
         asked, is no bridge."""
-        best = [doc for doc, _ in ranked[: self.expand_docs]]
+        best = [doc for doc, _ in ranked[: max(self.expand_docs, self.title_docs)]]
         weight = {doc: 1.0 / rank for rank, doc in enumerate(best, start=1)}
+        every_name = set(best[: self.expand_docs])
         asked = stems(question)
         searched = " \n ".join(
             str(o.arguments.get("query", "")).lower() for o in seen if o.tool == SEARCH_CORPUS
@@ -225,7 +230,7 @@ class HeuristicAgent:
                 ):
                     continue
                 unseen = titled(name)
-                if unseen is False:
+                if unseen is False or (not unseen and doc not in every_name):
                     continue
                 boost = self.title_boost if unseen else 1.0
                 scores[name] = scores.get(name, 0.0) + weight[doc] * boost
