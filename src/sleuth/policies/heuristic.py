@@ -5,9 +5,10 @@
 2. Hop: order every document seen so far (the learned selector when one is given, else RRF over
    the searches) and search for the names the best documents mention that no search has asked
    for and no seen document is titled, names that title an unseen corpus document first — each
-   with the question words the best document leaves unexplained. Repeat while a hop brings new names, up to ``max_hops``, and while the token
-   budget leaves room for another round of results, pruning the weakest chunks only when that
-   room needs it (a chunk pruned is a document the final list can no longer rank).
+   with the question words the best document leaves unexplained. Repeat while a hop brings new
+   names, up to ``max_hops``, and while the token budget leaves room for another round of
+   results, pruning the weakest chunks only when that room needs it (a chunk pruned is a
+   document the final list can no longer rank).
 3. Answer with the documents in the selector's order (with a text stage: its first ten
    reordered by the selector's and the cross-encoder's scores together,
    :mod:`sleuth.ranking.textstage`).
