@@ -217,3 +217,13 @@ def test_ppr_column_is_the_share_of_the_best_seen():
     evidence = QuestionEvidence(bm25={}, bm25_rank={}, dense={}, ppr={"a": 0.4, "b": 0.1})
     rows = selection_features("q", docs, [Search("q", 0)], evidence)
     assert rows[:, SELECTION_COLUMNS.index("ppr")].tolist() == [1.0, 0.25]
+
+
+def test_titled_finds_the_documents_a_name_titles():
+    """The hop's title check: compared as title keys (case, a leading article, "(...)")."""
+    g = _graph()
+    assert g.titled("Beta Labs") == ["beta"]
+    assert g.titled("the ALPHA corp") == ["alpha"]
+    assert g.titled("Maria Lopez") == [] and g.titled("") == []
+    assert g.share_naming("Beta Labs") == 2 / len(g.doc_ids)  # its own page and Alpha Corp's
+    assert g.share_naming("Nobody Here") == 0.0

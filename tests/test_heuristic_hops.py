@@ -1,12 +1,19 @@
-"""The heuristic agent's hop rounds on hand-built transcripts: what it prunes and when."""
+"""The heuristic agent's hop rounds on hand-built transcripts: what it prunes and when, and which
+names it searches (titles of unseen corpus documents first, text order on ties)."""
 
 from __future__ import annotations
 
 import json
+from types import SimpleNamespace
 from typing import Any
 
+from hypothesis import given
+from hypothesis import strategies as st
+
 from sleuth.harness.policy import PolicyOutput, assistant_message
-from sleuth.policies.heuristic import HeuristicAgent
+from sleuth.index.graph import CorpusGraph
+from sleuth.index.lexical import ChunkRow
+from sleuth.policies.heuristic import HeuristicAgent, best_names
 from sleuth.policies.scripted import call
 from sleuth.tools.spec import PRUNE_CHUNKS, SEARCH_CORPUS
 from sleuth.tools.types import ChunkHit, ToolResult, render_result
@@ -72,3 +79,96 @@ def test_the_agent_answers_when_pruning_cannot_make_room():
     agent = HeuristicAgent(keep_docs=1)
     reply = agent(transcript(first_round(), used=30_000), 1)
     assert isinstance(reply, str) and '<Document id="zephyr">' in reply
+
+
+TITLES = {  # the corpus: id -> title
+    "zephyr": "Zephyr Bridge",
+    "arcadia": "Arcadia Works (company)",
+    "delta": "Delta Yard",
+    "lake": "North Lake",
+}
+ZEPHYR = (
+    "The Zephyr Bridge was designed by Ivo Brand. It was built by Arcadia Works near Delta Yard."
+)
+
+
+class StubSelector:
+    """Orders documents as listed and looks titles up in a real graph of :data:`TITLES` plus
+    untitled notes (100 documents), the first ``hub`` of which name Arcadia Works."""
+
+    def __init__(self, order: list[str], hub: int = 0):
+        rows = [ChunkRow(f"{d}_0", d, 0, f"{t} text.", 5, t) for d, t in TITLES.items()]
+        for i in range(100 - len(rows)):
+            text = "a note on Arcadia Works." if i < hub else "a plain note."
+            rows.append(ChunkRow(f"note{i}_0", f"note{i}", 0, text, 5, ""))
+        self.index = SimpleNamespace(graph=CorpusGraph.build(rows, {}))
+        self.order = order
+
+    def title(self, doc: str) -> str:
+        return TITLES.get(doc, "")
+
+    def rank(self, question: str, docs: list[Any], searches: list[Any]) -> list[tuple[str, float]]:
+        ids = [d.doc_id for d in docs]
+        return [(d, 1.0 / (1 + self.order.index(d))) for d in self.order if d in ids]
+
+
+def names_searched(agent: HeuristicAgent, shown: list[Any]) -> list[str]:
+    made = calls_of(agent(transcript([[(QUESTION, shown)]], used=1_000), 1))
+    return [args["query"] for name, args in made if name == SEARCH_CORPUS]
+
+
+def test_a_name_that_titles_an_unseen_document_goes_first():
+    """ "Ivo Brand" comes first in the text but titles nothing; "Arcadia Works" is the next link."""
+    selector = StubSelector(["zephyr"])
+    agent = HeuristicAgent(selector=selector, bridge_entities=1)  # type: ignore[arg-type]
+    assert names_searched(agent, [chunk("zephyr", ZEPHYR, 40)])[0].startswith("Arcadia Works")
+    plain = HeuristicAgent(selector=selector, bridge_entities=1, title_boost=1.0)  # type: ignore[arg-type]
+    assert names_searched(plain, [chunk("zephyr", ZEPHYR, 40)])[0].startswith("Ivo Brand")
+
+
+def test_a_title_that_many_documents_name_is_a_hub_not_a_link():
+    """Arcadia Works named by 6 of 100 documents (over ``hub_share``): no boost, so it falls
+    behind Delta Yard (a title) and Ivo Brand (first in the text)."""
+    selector = StubSelector(["zephyr"], hub=5)
+    agent = HeuristicAgent(selector=selector)  # type: ignore[arg-type]
+    queries = names_searched(agent, [chunk("zephyr", ZEPHYR, 40)])
+    assert [q.split()[0] for q in queries] == ["Delta", "Ivo", "Arcadia"]
+    wide = HeuristicAgent(selector=selector, hub_share=0.1)  # type: ignore[arg-type]
+    queries = names_searched(wide, [chunk("zephyr", ZEPHYR, 40)])
+    assert [q.split()[0] for q in queries] == ["Arcadia", "Delta", "Ivo"]
+
+
+def test_documents_past_the_best_three_give_only_titles_of_unseen_documents():
+    """The 4th document names North Lake (a title) and Gus Hale (none): only the title counts."""
+    selector = StubSelector(["zephyr", "p2", "p3", "p4"])
+    agent = HeuristicAgent(selector=selector, bridge_entities=9)  # type: ignore[arg-type]
+    shown = [chunk("zephyr", ZEPHYR, 40), chunk("p2", "a page.", 5), chunk("p3", "a page.", 5)]
+    queries = names_searched(agent, [*shown, chunk("p4", "Gus Hale swam in North Lake.", 9)])
+    assert [q.split()[0] for q in queries] == ["Arcadia", "Delta", "Ivo", "North"]
+
+
+def test_a_name_that_titles_only_seen_documents_is_not_searched():
+    """Delta Yard is already in view: searching its name again spends a search on nothing."""
+    selector = StubSelector(["zephyr", "delta"])
+    agent = HeuristicAgent(selector=selector, bridge_entities=3)  # type: ignore[arg-type]
+    shown = [chunk("zephyr", ZEPHYR, 40), chunk("delta", "A yard by North Lake.", 20)]
+    queries = names_searched(agent, shown)
+    assert [q.split()[0] for q in queries] == ["Arcadia", "North", "Ivo"]
+    assert not any(q.startswith("Delta Yard") for q in queries)
+
+
+def test_without_a_selector_names_keep_their_text_order():
+    """No index, no titles: the names of the best document in text order, as before."""
+    queries = names_searched(HeuristicAgent(bridge_entities=2), [chunk("zephyr", ZEPHYR, 40)])
+    assert [q.split()[0] for q in queries] == ["Ivo", "Arcadia"]
+
+
+@given(st.dictionaries(st.text(min_size=1, max_size=5), st.floats(0, 10), max_size=12))
+def test_best_names_are_the_highest_scores_ties_in_first_seen_order(scores: dict[str, float]):
+    chosen = best_names(scores, 3)
+    assert len(chosen) == min(3, len(scores))
+    rest = [n for n in scores if n not in chosen]
+    assert all(scores[c] >= scores[r] for c in chosen for r in rest)
+    for a, b in zip(chosen, chosen[1:], strict=False):
+        tie = scores[a] == scores[b]
+        assert scores[a] > scores[b] or (tie and list(scores).index(a) < list(scores).index(b))

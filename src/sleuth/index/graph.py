@@ -190,6 +190,17 @@ class CorpusGraph:
         adjacency = _links(incidence, title_node, rare_df)
         return cls(doc_ids, list(vocab), incidence, adjacency, title_node, stamp, rare_df)
 
+    def titled(self, name: str) -> list[str]:
+        """Ids of the documents titled ``name`` (compared as title keys: case, spacing, a
+        leading article and a trailing "(...)" aside); none when no document is."""
+        node = self.node_number.get(title_key(name))
+        return [self.doc_ids[d] for d in self._owners.get(node, [])] if node is not None else []
+
+    def share_naming(self, name: str) -> float:
+        """The share of documents that name ``name`` (as a node key); 0.0 when none does."""
+        node = self.node_number.get(title_key(name))
+        return float(self.df[node]) / len(self.doc_ids) if node is not None else 0.0
+
     # -- personalised PageRank ----------------------------------------------------------
     def question_seeds(self, question: str) -> np.ndarray:
         """Seed mass over documents from the nodes ``question`` names: a node's documents share

@@ -4,10 +4,11 @@
    clauses, and search for each in parallel.
 2. Hop: order every document seen so far (the learned selector when one is given, else RRF over
    the searches) and search for the names the best documents mention that no search has asked
-   for and no seen document is titled — each with the question words the best document leaves
-   unexplained. Repeat while a hop brings new names, up to ``max_hops``, and while the token
-   budget leaves room for another round of results, pruning the weakest chunks only when that
-   room needs it (a chunk pruned is a document the final list can no longer rank).
+   for and no seen document is titled, names that title an unseen corpus document first — each
+   with the question words the best document leaves unexplained. Repeat while a hop brings new
+   names, up to ``max_hops``, and while the token budget leaves room for another round of
+   results, pruning the weakest chunks only when that room needs it (a chunk pruned is a
+   document the final list can no longer rank).
 3. Answer with the documents in the selector's order (with a text stage: its first ten
    reordered by the selector's and the cross-encoder's scores together,
    :mod:`sleuth.ranking.textstage`), the whole-question search's top hit kept in the top two
@@ -22,7 +23,7 @@ corpus.
 from __future__ import annotations
 
 import re
-from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -69,7 +70,16 @@ class HeuristicAgent:
     bridge_entities: int = 3
     """Searches per bridge round, one per new name."""
     expand_docs: int = 3
-    """Names are taken from this many best documents."""
+    """Names are taken from this many best documents (weighted 1/rank)..."""
+    title_docs: int = 5
+    """...and names that title an unseen corpus document (see :attr:`title_boost`) from this
+    many (a corpus without such names, e.g. patent abstracts, runs no longer for it)."""
+    title_boost: float = 3.0
+    """A name that is the title of a corpus document the run has not seen counts this many
+    times (1.0: every name alike, and names that title only seen documents are searched too)."""
+    hub_share: float = 0.01
+    """...unless more than this share of the corpus's documents names it: a hub ("United
+    States", "Canada") is no more likely the next link than any other name."""
     keep_docs: int = 6
     """The best documents are never pruned."""
     prune_below: float = 0.05
@@ -185,14 +195,34 @@ class HeuristicAgent:
         """New names in the best documents, each searched with what the best document lacks."""
         if not ranked:
             return []
-        best = [doc for doc, _ in ranked[: self.expand_docs]]
+        names = self._bridge_names(question, seen, ranked)
+        best_text = " ".join(
+            c.text for o in seen for c in o.chunks if doc_id_of(c.id) == ranked[0][0]
+        )
+        known = stems(best_text)
+        missing = [w for w in content_words(question) if w[:STEM] not in known]
+        tail = " ".join(missing or content_words(question))
+        return [f"{name} {tail}".strip() for name in names]
+
+    def _bridge_names(
+        self, question: str, seen: list[ToolReply], ranked: list[tuple[str, float]]
+    ) -> list[str]:
+        """The :attr:`bridge_entities` best new names of the best documents: each scores its
+        document's weight (1/rank) for every chunk it is in, times :attr:`title_boost` when it
+        is the title of a corpus document the run has not seen (the next link, found by name;
+        only such names come from the documents ranked after :attr:`expand_docs`).
+        A name that titles only seen documents, or that a search or the question already
+        asked, is no bridge."""
+        best = [doc for doc, _ in ranked[: max(self.expand_docs, self.title_docs)]]
         weight = {doc: 1.0 / rank for rank, doc in enumerate(best, start=1)}
+        every_name = set(best[: self.expand_docs])
         asked = stems(question)
         searched = " \n ".join(
             str(o.arguments.get("query", "")).lower() for o in seen if o.tool == SEARCH_CORPUS
         )
         found_titles = self._seen_titles(seen)
-        scores: Counter[str] = Counter()
+        titled = self._unseen_title(seen)
+        scores: dict[str, float] = {}
         for chunk in {c.id: c for o in seen for c in o.chunks}.values():
             doc = doc_id_of(chunk.id)
             if doc not in weight:
@@ -206,13 +236,31 @@ class HeuristicAgent:
                     or lower in found_titles
                 ):
                     continue
-                scores[name] += weight[doc]  # type: ignore[assignment]  # float counts work
-        names = [name for name, _ in scores.most_common(self.bridge_entities)]
-        best_text = " ".join(c.text for o in seen for c in o.chunks if doc_id_of(c.id) == best[0])
-        known = stems(best_text)
-        missing = [w for w in content_words(question) if w[:STEM] not in known]
-        tail = " ".join(missing or content_words(question))
-        return [f"{name} {tail}".strip() for name in names]
+                unseen = titled(name)
+                if unseen is False or (not unseen and doc not in every_name):
+                    continue
+                boost = self.title_boost if unseen else 1.0
+                scores[name] = scores.get(name, 0.0) + weight[doc] * boost
+        return best_names(scores, self.bridge_entities)
+
+    def _unseen_title(self, seen: list[ToolReply]) -> Callable[[str], bool | None]:
+        """``name -> True`` when the name titles a corpus document the run has not seen and is
+        no hub (:attr:`hub_share`), ``False`` when it titles only seen ones, ``None`` otherwise
+        (also when no corpus graph is at hand: without a selector the agent knows no index)."""
+        if self.selector is None or self.title_boost == 1.0:
+            return lambda _: None
+        graph = self.selector.index.graph
+        docs = {doc_id_of(c.id) for o in seen for c in o.chunks}
+
+        def unseen(name: str) -> bool | None:
+            owners = graph.titled(name)
+            if not owners:
+                return None
+            if all(d in docs for d in owners):
+                return False
+            return True if graph.share_naming(name) <= self.hub_share else None
+
+        return unseen
 
     def _seen_titles(self, seen: list[ToolReply]) -> set[str]:
         """Lower-cased titles of seen documents: a name already found needs no search."""
@@ -253,6 +301,12 @@ class HeuristicAgent:
                 why = f'"{quote}" {why}' if quote else why
             entries.append((doc, why))
         return final_answer(entries)
+
+
+def best_names(scores: dict[str, float], count: int) -> list[str]:
+    """The ``count`` highest-scoring names; ties keep their first-seen (text) order."""
+    order = {name: i for i, name in enumerate(scores)}
+    return sorted(scores, key=lambda n: (-scores[n], order[n]))[:count]
 
 
 def trail(seen: list[ToolReply], title_of: Any) -> tuple[list[SeenDoc], list[Search]]:
