@@ -2,9 +2,9 @@
 
 Training data (cached in OUT): the agent's runs on the training side (:mod:`sleuth.tasks.split`) of
 the QA samples named in ``--rows`` (``pooled/X``: on the pooled corpus; ``X``: on the sample's own),
-plus generated tasks whose documents the corpus holds, collected as ``sleuth train ranker`` does;
-``--generated`` adds the tasks generated over each sample's training-side paragraphs
-(``benchmarks/chain_tasks.py``: chains of 2-4 documents, bridges, comparisons).
+(all of them, or ``--train-limit`` each, or exactly ``--train-ids``' ones), collected as ``sleuth
+train ranker`` does; ``--generated`` adds the tasks generated over each sample's training-side
+paragraphs (``benchmarks/chain_tasks.py``: chains of 2-4 documents, bridges, comparisons, singles).
 The default agent (shipped ranker) runs once per dev question (held-out side; Enron/patents: the dev
 split, never test) and every variant reorders the documents that run saw: paired deltas of the
 selection head alone. Variants: linear and gbdt heads on all feature groups and without each group
@@ -41,7 +41,7 @@ from sleuth.tasks import Task
 from sleuth.tasks.split import split_tasks
 from sleuth.tools.toolbox import Toolbox
 from sleuth.train.ranker import RankerTrainConfig, collect_examples, fit_selection
-from sleuth.train.recipes.data import generated_tasks, open_index, synthetic_tasks
+from sleuth.train.recipes.data import generated_tasks, open_index
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _datasets import DATASETS, HANDWRITTEN, load_corpus  # noqa: E402
@@ -116,24 +116,19 @@ def dev_sets(args: argparse.Namespace) -> dict[str, tuple[Toolbox, list[Task]]]:
 
 
 def training_sources(args: argparse.Namespace) -> list[tuple[Toolbox, list[Task]]]:
-    """Training-side questions of the QA samples in ``--rows`` on their corpora, and the
-    generator's tasks where their documents are in one (they were made over 2Wiki's)."""
+    """Training-side questions of the QA samples in ``--rows`` on their corpora, and (with
+    ``--generated``) the tasks generated over each sample's training-side paragraphs."""
     sources = []
     for row in args.rows:
         corpus, _, dataset = row.rpartition("/")
         if dataset in DATASETS:
             tools, tasks = corpus_tools(args, corpus or dataset)
-            known = set(tools.index.documents)
-            made = [t for t in synthetic_tasks() if set(t.gold_doc_ids) <= known]
             train = split_tasks(tasks[dataset])[0]
-            source = DATASETS[dataset][2]  # --generated: tasks over its training-side paragraphs
+            if args.train_ids is not None:  # exactly a ranker file's questions
+                train = [t for t in train if t.id in args.train_ids]
+            source = DATASETS[dataset][2]
             extra = [t for t in generated_tasks() if t.source == source] if args.generated else []
-            if args.train_ids is None:
-                sources.append((tools, train[: args.train_limit] + made[: args.synthetic] + extra))
-            else:  # exactly a ranker file's questions (benchmarks/ranker.py: generated on 2Wiki)
-                made = synthetic_tasks() if dataset == "2Wiki" else []
-                ids = [t for t in train + made if t.id in args.train_ids]
-                sources.append((tools, ids + extra))
+            sources.append((tools, train[: args.train_limit] + extra))
     return sources
 
 
@@ -216,7 +211,6 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--embedder", default="minilm")
     parser.add_argument("--limit", type=int, default=60, help="dev questions per row")
     parser.add_argument("--train-limit", type=int, default=None, help="training questions each")
-    parser.add_argument("--synthetic", type=int, default=60, help="generated training tasks")
     parser.add_argument("--latency-calls", type=int, default=40)
     parser.add_argument("--end-to-end", default="", help="learners whose whole agent also runs")
     parser.add_argument("--ship", choices=LEARNERS, default=None, help="write this learner's model")
@@ -248,7 +242,7 @@ def main() -> None:
     if args.prepare == "dev":
         return
     data = cached(
-        args.out / f"train-{'ids' if args.train_ids else args.train_limit}-{args.synthetic}"
+        args.out / f"train-{'ids' if args.train_ids else args.train_limit}"
         f"{'-generated' if args.generated else ''}.pkl",
         lambda: collect(args),
     )
