@@ -1,18 +1,15 @@
 """Which learner and which feature groups the selector needs: an ablation on the dev benchmarks.
 
-Training data (cached in OUT): the agent's runs on the training side (:mod:`sleuth.tasks.split`) of
-the QA samples named in ``--rows`` (``pooled/X``: on the pooled corpus; ``X``: on the sample's own),
-(all of them, or ``--train-limit`` each, or exactly ``--train-ids``' ones), collected as ``sleuth
-train ranker`` does; ``--generated`` adds the tasks generated over each sample's training-side
-paragraphs (``benchmarks/chain_tasks.py``: chains of 2-4 documents, bridges, comparisons, singles).
+Training data (cached in OUT): the agent's runs on the training-side questions (all, ``--train-limit``
+each, or ``--train-ids``' ones; :mod:`sleuth.tasks.split`) of the QA samples in ``--rows``
+(``pooled/X``: on the pooled corpus; ``X``: on its own), collected as ``sleuth train ranker`` does;
+``--generated`` adds the tasks generated over their training-side paragraphs (``chain_tasks.py``).
 The default agent (shipped ranker) runs once per dev question (held-out side; Enron/patents: the dev
 split, never test) and every variant reorders the documents that run saw: paired deltas of the
 selection head alone. Variants: linear and gbdt heads on all feature groups and without each group
 (``FEATURE_GROUPS``). ``--end-to-end gbdt`` also runs the whole agent with that model (its selector
 then picks the hops too), paired with the shipped agent; ``--ship L`` writes learner L's model.
-
-    nice -n 10 python benchmarks/ranker_ablation.py --rows MuSiQue,HotpotQA,enron,patents --limit 40
-"""
+Commands: docs/RESULTS.md ("Bridge names")."""
 
 from __future__ import annotations
 
@@ -147,6 +144,14 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
     return {"search": search_head, "selection": second, "ids": ids, "seconds": took, "order": order}
 
 
+def refeature(args: argparse.Namespace, data: dict[str, Any]) -> None:
+    """Today's selection columns from the cached trails: a column added since the collection
+    needs no agent rerun (the trails are pass 2's, whose hops a head without it chose)."""
+    tools = [tb for tb, tasks in training_sources(args) for t in tasks if t.gold_doc_ids]
+    pairs = zip(tools, getattr(data["selection"], "trails", ()), strict=True)  # old caches: none
+    data["selection"].features = [seen_features(tb.index, *trail) for tb, trail in pairs]
+
+
 def variants(data: dict[str, Any]) -> dict[str, Any]:
     """Selection heads: each learner on all columns and without each feature group."""
     heads: dict[str, Any] = {}
@@ -221,6 +226,7 @@ def parse() -> argparse.Namespace:
     )
     parser.add_argument("--train-ids", type=Path, help="train on exactly this ranker's questions")
     parser.add_argument("--generated", action="store_true", help="add generated_tasks()")
+    parser.add_argument("--refeature", action="store_true", help="columns from cached trails")
     args = parser.parse_args()
     args.rows, args.opened = args.rows.split(","), {}
     args.base = None  # with --train-ids: that ranker, whose search head the written models keep
@@ -239,6 +245,9 @@ def main() -> None:
         if args.prepare != "train":
             make = lambda tools=tools, tasks=tasks: [run_agent(tools, shipped, t) for t in tasks]  # noqa: E731
             items[row] = cached(args.out / f"dev-{row.replace('/', '-')}-{args.limit}.pkl", make)
+            if args.refeature:  # the dev runs' columns too, from their trails
+                for item in items[row]:
+                    item["x"] = seen_features(tools.index, *item["trail"])
     if args.prepare == "dev":
         return
     data = cached(
@@ -247,6 +256,8 @@ def main() -> None:
         lambda: collect(args),
     )
     console.print(f"training: {len(data['ids'])} tasks, {data['seconds']:.0f} s to collect")
+    if args.refeature:
+        refeature(args, data)
     if args.prepare == "train":
         return
     heads = {"shipped": shipped.selection, **variants(data)}
@@ -262,8 +273,9 @@ def main() -> None:
     search_head = args.base.search if args.base else data["search"]
     timing = selector_latency(items[row0], search_head, heads, sets[row0][0], args.latency_calls)
     console.print(f"selector call latency: {timing}")
-    about = (args.base.trained_on if args.base else {}) | {"tasks": len(data["ids"])}
-    about["command"] = "python " + " ".join(sys.argv)  # adapt reads the kept "config" (linear)
+    about = dict(args.base.trained_on) if args.base else {"config": RankerTrainConfig().__dict__}
+    about |= {"tasks": len(data["ids"]), "command": "python " + " ".join(sys.argv)}  # adapt: config
+    about["selection_examples"] = int(sum(len(y) for y in data["selection"].labels))
     models = {
         n: RankerModel(search=search_head, selection=heads[n], question_ids=data["ids"])
         for n in LEARNERS
