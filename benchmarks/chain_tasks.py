@@ -6,10 +6,12 @@ question uses: a hidden test corpus is made of held-out questions' pools, so gen
 paragraphs would leak. Over it the LLM-free generator makes ``chain`` tasks
 (:func:`sleuth.datagen.generate_chains`): 3 and 4 gold documents first, then 2, each gold document
 naming the next, the answer in the last; then up to ``--offline`` two-hop ``bridge`` and
-``comparison`` tasks (:func:`sleuth.datagen.generate_offline`, no one-hop ``single``). Deterministic
-for a seed; writes the packaged file that ``sleuth.train.recipes.data.generated_tasks`` reads.
+``comparison`` tasks (:func:`sleuth.datagen.generate_offline`) and ``--single`` one-hop ``single``
+tasks (they replace the 2Wiki offline file's singles, which were made over the whole sample).
+Deterministic for a seed; writes the packaged file that ``sleuth.train.recipes.data.generated_tasks``
+reads.
 
-    python benchmarks/chain_tasks.py [--n 400] [--offline 60] [--seed 0]
+    python benchmarks/chain_tasks.py [--n 400] [--offline 60] [--single 10] [--seed 0]
 """
 
 from __future__ import annotations
@@ -46,6 +48,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--n", type=int, default=400, help="most tasks per sample and hop set")
     parser.add_argument("--offline", type=int, default=60, help="bridge/comparison per sample")
+    parser.add_argument("--single", type=int, default=10, help="one-hop single per sample")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", type=Path, default=PACKAGED)
     args = parser.parse_args()
@@ -60,6 +63,10 @@ def main() -> None:
         tasks, _ = generate_offline(docs, args.offline, args.seed, source=source, config=config)
         made |= {t.id: t for t in tasks if t.id not in made}
         print(f"{name}: {len(tasks)} bridge/comparison tasks")
+        config = OfflineConfig(mix=(1, 0, 0), facts=False)
+        tasks, _ = generate_offline(docs, args.single, args.seed, source=source, config=config)
+        made |= {t.id: t for t in tasks if t.id not in made}
+        print(f"{name}: {len(tasks)} single tasks")
     save_tasks(args.out, list(made.values()))
     kinds = Counter(f"{t.model_extra['template']} {t.hops}" for t in made.values() if t.model_extra)
     print(f"{len(made)} tasks {dict(sorted(kinds.items()))} -> {args.out}")

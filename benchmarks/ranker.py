@@ -35,7 +35,7 @@ from sleuth.tasks import Task
 from sleuth.tasks.split import split_tasks
 from sleuth.tools.toolbox import Toolbox
 from sleuth.train.ranker import RankerTrainConfig, train_ranker
-from sleuth.train.recipes.data import synthetic_tasks
+from sleuth.train.recipes.data import generated_tasks
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from quality import DATASETS, load_corpus, open_index  # noqa: E402
@@ -72,7 +72,8 @@ def train(
 ) -> RankerModel:
     chosen = [(found[n][0], found[n][1][:per_dataset]) for n in names]
     if "2Wiki" in names and synthetic:
-        chosen.append((found["2Wiki"][0], synthetic_tasks()[:synthetic]))
+        made = [t for t in generated_tasks() if t.source == "2wikimultihopqa"]
+        chosen.append((found["2Wiki"][0], made[:synthetic]))
     started = time.perf_counter()
     model = train_ranker(chosen, config)
     console.print(

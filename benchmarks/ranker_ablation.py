@@ -1,18 +1,15 @@
 """Which learner and which feature groups the selector needs: an ablation on the dev benchmarks.
 
-Training data (cached in OUT): the agent's runs on the training side (:mod:`sleuth.tasks.split`) of
-the QA samples named in ``--rows`` (``pooled/X``: on the pooled corpus; ``X``: on the sample's own),
-plus generated tasks whose documents the corpus holds, collected as ``sleuth train ranker`` does;
-``--generated`` adds the tasks generated over each sample's training-side paragraphs
-(``benchmarks/chain_tasks.py``: chains of 2-4 documents, bridges, comparisons).
+Training data (cached in OUT): the agent's runs on the training-side questions (all, ``--train-limit``
+each, or ``--train-ids``' ones; :mod:`sleuth.tasks.split`) of the QA samples in ``--rows``
+(``pooled/X``: on the pooled corpus; ``X``: on its own), collected as ``sleuth train ranker`` does;
+``--generated`` adds the tasks generated over their training-side paragraphs (``chain_tasks.py``).
 The default agent (shipped ranker) runs once per dev question (held-out side; Enron/patents: the dev
 split, never test) and every variant reorders the documents that run saw: paired deltas of the
 selection head alone. Variants: linear and gbdt heads on all feature groups and without each group
 (``FEATURE_GROUPS``). ``--end-to-end gbdt`` also runs the whole agent with that model (its selector
 then picks the hops too), paired with the shipped agent; ``--ship L`` writes learner L's model.
-
-    nice -n 10 python benchmarks/ranker_ablation.py --rows MuSiQue,HotpotQA,enron,patents --limit 40
-"""
+Commands: docs/RESULTS.md ("Bridge names")."""
 
 from __future__ import annotations
 
@@ -41,7 +38,7 @@ from sleuth.tasks import Task
 from sleuth.tasks.split import split_tasks
 from sleuth.tools.toolbox import Toolbox
 from sleuth.train.ranker import RankerTrainConfig, collect_examples, fit_selection
-from sleuth.train.recipes.data import generated_tasks, open_index, synthetic_tasks
+from sleuth.train.recipes.data import generated_tasks, open_index
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _datasets import DATASETS, HANDWRITTEN, load_corpus  # noqa: E402
@@ -116,24 +113,19 @@ def dev_sets(args: argparse.Namespace) -> dict[str, tuple[Toolbox, list[Task]]]:
 
 
 def training_sources(args: argparse.Namespace) -> list[tuple[Toolbox, list[Task]]]:
-    """Training-side questions of the QA samples in ``--rows`` on their corpora, and the
-    generator's tasks where their documents are in one (they were made over 2Wiki's)."""
+    """Training-side questions of the QA samples in ``--rows`` on their corpora, and (with
+    ``--generated``) the tasks generated over each sample's training-side paragraphs."""
     sources = []
     for row in args.rows:
         corpus, _, dataset = row.rpartition("/")
         if dataset in DATASETS:
             tools, tasks = corpus_tools(args, corpus or dataset)
-            known = set(tools.index.documents)
-            made = [t for t in synthetic_tasks() if set(t.gold_doc_ids) <= known]
             train = split_tasks(tasks[dataset])[0]
-            source = DATASETS[dataset][2]  # --generated: tasks over its training-side paragraphs
+            if args.train_ids is not None:  # exactly a ranker file's questions
+                train = [t for t in train if t.id in args.train_ids]
+            source = DATASETS[dataset][2]
             extra = [t for t in generated_tasks() if t.source == source] if args.generated else []
-            if args.train_ids is None:
-                sources.append((tools, train[: args.train_limit] + made[: args.synthetic] + extra))
-            else:  # exactly a ranker file's questions (benchmarks/ranker.py: generated on 2Wiki)
-                made = synthetic_tasks() if dataset == "2Wiki" else []
-                ids = [t for t in train + made if t.id in args.train_ids]
-                sources.append((tools, ids + extra))
+            sources.append((tools, train[: args.train_limit] + extra))
     return sources
 
 
@@ -150,6 +142,14 @@ def collect(args: argparse.Namespace) -> dict[str, Any]:
     took = time.perf_counter() - started
     order = [t.id for _, ts in sources for t in ts if t.gold_doc_ids]  # one group each, in order
     return {"search": search_head, "selection": second, "ids": ids, "seconds": took, "order": order}
+
+
+def refeature(args: argparse.Namespace, data: dict[str, Any]) -> None:
+    """Today's selection columns from the cached trails: a column added since the collection
+    needs no agent rerun (the trails are pass 2's, whose hops a head without it chose)."""
+    tools = [tb for tb, tasks in training_sources(args) for t in tasks if t.gold_doc_ids]
+    pairs = zip(tools, getattr(data["selection"], "trails", ()), strict=True)  # old caches: none
+    data["selection"].features = [seen_features(tb.index, *trail) for tb, trail in pairs]
 
 
 def variants(data: dict[str, Any]) -> dict[str, Any]:
@@ -216,7 +216,6 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--embedder", default="minilm")
     parser.add_argument("--limit", type=int, default=60, help="dev questions per row")
     parser.add_argument("--train-limit", type=int, default=None, help="training questions each")
-    parser.add_argument("--synthetic", type=int, default=60, help="generated training tasks")
     parser.add_argument("--latency-calls", type=int, default=40)
     parser.add_argument("--end-to-end", default="", help="learners whose whole agent also runs")
     parser.add_argument("--ship", choices=LEARNERS, default=None, help="write this learner's model")
@@ -227,6 +226,7 @@ def parse() -> argparse.Namespace:
     )
     parser.add_argument("--train-ids", type=Path, help="train on exactly this ranker's questions")
     parser.add_argument("--generated", action="store_true", help="add generated_tasks()")
+    parser.add_argument("--refeature", action="store_true", help="columns from cached trails")
     args = parser.parse_args()
     args.rows, args.opened = args.rows.split(","), {}
     args.base = None  # with --train-ids: that ranker, whose search head the written models keep
@@ -245,14 +245,19 @@ def main() -> None:
         if args.prepare != "train":
             make = lambda tools=tools, tasks=tasks: [run_agent(tools, shipped, t) for t in tasks]  # noqa: E731
             items[row] = cached(args.out / f"dev-{row.replace('/', '-')}-{args.limit}.pkl", make)
+            if args.refeature:  # the dev runs' columns too, from their trails
+                for item in items[row]:
+                    item["x"] = seen_features(tools.index, *item["trail"])
     if args.prepare == "dev":
         return
     data = cached(
-        args.out / f"train-{'ids' if args.train_ids else args.train_limit}-{args.synthetic}"
+        args.out / f"train-{'ids' if args.train_ids else args.train_limit}"
         f"{'-generated' if args.generated else ''}.pkl",
         lambda: collect(args),
     )
     console.print(f"training: {len(data['ids'])} tasks, {data['seconds']:.0f} s to collect")
+    if args.refeature:
+        refeature(args, data)
     if args.prepare == "train":
         return
     heads = {"shipped": shipped.selection, **variants(data)}
@@ -268,8 +273,9 @@ def main() -> None:
     search_head = args.base.search if args.base else data["search"]
     timing = selector_latency(items[row0], search_head, heads, sets[row0][0], args.latency_calls)
     console.print(f"selector call latency: {timing}")
-    about = (args.base.trained_on if args.base else {}) | {"tasks": len(data["ids"])}
-    about["command"] = "python " + " ".join(sys.argv)  # adapt reads the kept "config" (linear)
+    about = dict(args.base.trained_on) if args.base else {"config": RankerTrainConfig().__dict__}
+    about |= {"tasks": len(data["ids"]), "command": "python " + " ".join(sys.argv)}  # adapt: config
+    about["selection_examples"] = int(sum(len(y) for y in data["selection"].labels))
     models = {
         n: RankerModel(search=search_head, selection=heads[n], question_ids=data["ids"])
         for n in LEARNERS

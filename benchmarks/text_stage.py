@@ -23,7 +23,7 @@ import numpy as np
 
 from sleuth.errors import SleuthError
 from sleuth.tasks.split import split_tasks
-from sleuth.train.recipes.data import synthetic_tasks
+from sleuth.train.recipes.data import generated_tasks
 from sleuth.train.text_stage import Group, TextStageTrainConfig, train_text_stage, training_groups
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -34,11 +34,11 @@ def groups_and_ids(config: TextStageTrainConfig, synthetic: int) -> tuple[list[G
     """Every training-side group of the three samples (+ ``synthetic`` generated tasks)."""
     groups: list[Group] = []
     ids: list[str] = []
-    for name, (reader, folder, _) in DATASETS.items():
+    for name, (reader, folder, source) in DATASETS.items():
         docs, tasks = reader(folder)
         train = split_tasks(tasks)[0]
-        if name == "2Wiki":
-            train += synthetic_tasks()[:synthetic]
+        if name == "2Wiki":  # generated over its training-side paragraphs only
+            train += [t for t in generated_tasks() if t.source == source][:synthetic]
         made = training_groups(train, docs, config)
         print(f"{name}: {len(train)} training-side tasks -> {len(made)} groups", flush=True)
         groups += made

@@ -11,6 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from sleuth.demo import OFFLINE_TASKS as DEMO_TASKS
 from sleuth.errors import InputError
 from sleuth.index import Index
 from sleuth.ranking import (
@@ -27,7 +28,7 @@ from sleuth.ranking import (
     selection_features,
 )
 from sleuth.ranking.text import evidence_sentence
-from sleuth.tasks import read_2wiki
+from sleuth.tasks import load_tasks, read_2wiki
 from sleuth.tasks.split import is_heldout, split_tasks
 from sleuth.tools.toolbox import Toolbox
 from sleuth.train.ranker import train_ranker
@@ -136,6 +137,9 @@ def test_shipped_ranker_never_trained_on_a_heldout_question():
     # (tests/test_datagen_chains.py); every other id must be on the training side of the split.
     generated = {t.id for t in generated_tasks()}
     assert not [q for q in model.question_ids if q not in generated and is_heldout(q)]
+    # No task of the demo's file (made over the whole 2Wiki sample, held-out paragraphs included).
+    demo = {t.id for t in load_tasks(str(resources.files("sleuth").joinpath(DEMO_TASKS)))}
+    assert not demo & set(model.question_ids) - generated
 
 
 @pytest.fixture(scope="module")

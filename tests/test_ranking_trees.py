@@ -145,3 +145,52 @@ def test_chain_features_follow_which_document_led_to_which():
     assert col["led_searches"] == [round(np.log(2), 4)] * 2 + [0.0, 0.0]
     # Oslo's chain (Oslo ← Ana Lind ← Blue Harbor) covers more of the question than Oslo alone.
     assert col["chain_cover"][2] > col["chain_cover"][3]
+    # Ana Lind holds the name Blue Harbor led to ("Ana Lind"), Oslo the one Ana Lind led to; a
+    # document's own bridge name does not count for it (Blue Harbor, Ana Lind's "Oslo").
+    assert col["name_held"] == [0.0, 0.8, 0.3, 0.0]
+    assert col["name_title"] == [0.0, 0.8, 0.3, 0.0]
+    assert col["names_held"] == [0.0, round(np.log(2), 4), round(np.log(2), 4), 0.0]
+
+
+def test_name_columns_need_the_bridge_name_not_the_search_or_the_question():
+    question = "Where is the headquarters of the publisher of Bamboo Among the Oaks?"
+    docs = [
+        SeenDoc(
+            "book",
+            "Bamboo Among the Oaks",
+            "Bamboo Among the Oaks was published by the Minnesota Historical Society Press.",
+            [(0, 1)],
+        ),  # fmt: skip
+        SeenDoc("deere", "John Deere World Headquarters", "A headquarters in Moline.", [(1, 1)]),
+        SeenDoc(
+            "center",
+            "Minnesota History Center",
+            "Home of the Minnesota Historical Society Press, a headquarters and museum.",
+            [(1, 4)],
+        ),  # fmt: skip
+        SeenDoc("review", "Book reviews", "A review of Bamboo Among the Oaks.", [(2, 1)]),
+    ]
+    searches = [
+        Search(question, 0),
+        Search("Minnesota Historical Society Press headquarters", 1),
+        Search("Bamboo Among the Oaks review", 2),  # a name from the question: no bridge
+    ]
+    x = chain_features(question, docs, searches, [0.9, 0.2, 0.2, 0.1])
+    held = x[:, CHAIN_COLUMNS.index("name_held")].tolist()
+    assert [round(v, 4) for v in held] == [0.0, 0.0, 0.9, 0.0]
+    assert x[:, CHAIN_COLUMNS.index("name_title")].tolist() == [0.0] * 4  # no title holds it
+
+
+def test_a_bridge_name_most_seen_documents_hold_marks_nothing():
+    question = "When did the sender of the outage notice reply?"
+    notice = SeenDoc("n", "Outage", "Subject: outage. From Kay Dorn.", [(0, 1)])
+    mails = [SeenDoc(f"m{i}", f"Mail {i}", f"Subject: lunch {i}", [(1, i + 1)]) for i in range(12)]
+    reply = SeenDoc("r", "Re: outage", "Subject: re. Kay Dorn replied.", [(2, 1)])
+    docs = [notice, *mails, reply]
+    searches = [Search(question, 0), Search("Subject outage reply", 1), Search("Kay Dorn reply", 2)]
+    relevance = [0.9] + [0.1] * 13
+    x = chain_features(question, docs, searches, relevance)
+    held = x[:, CHAIN_COLUMNS.index("name_held")]
+    # "Subject" (every mail holds it) marks none of them; "Kay Dorn" (only the reply) marks it.
+    assert held[1:13].tolist() == [0.0] * 12 and held[13] == pytest.approx(0.9)
+    assert x[13, CHAIN_COLUMNS.index("names_held")] == pytest.approx(np.log(2))

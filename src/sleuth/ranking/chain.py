@@ -3,9 +3,12 @@
 The agent's bridge searches start with a name taken from one of the best documents so far
 (:meth:`HeuristicAgent._bridge_queries`), so the transcript alone says which document led to a
 search: the document, found at an earlier hop, whose text holds the longest leading words of
-the query. From that parent relation each seen document gets its place in a chain: how deep
-the chain that first reached it is, how relevant its parents are, how much of the question its
-chain covers together, and what the searches it led to found.
+the query (the bridge name). From that parent relation each seen document gets its place in a
+chain: how deep the chain that first reached it is, how relevant its parents are, how much of the
+question its chain covers together, and what the searches it led to found. And whether it holds
+a bridge name at all: a 3–4-hop question's later documents are about the entity an earlier one
+names, while most of what outranked them at selection was merely shown by the same bridge search
+(its other words match anything). Measured in docs/RESULTS.md ("Bridge names").
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from typing import Protocol
 
 import numpy as np
 
-from sleuth.ranking.text import stems
+from sleuth.ranking.text import holds_name, stems
 
 
 class SeenDoc(Protocol):
@@ -34,18 +37,34 @@ class Search(Protocol):
     hop: int
 
 
-CHAIN_COLUMNS = ("chain_depth", "parent_rel", "chain_cover", "child_rel", "led_searches")
+CHAIN_COLUMNS = (
+    "chain_depth",
+    "parent_rel",
+    "chain_cover",
+    "child_rel",
+    "led_searches",
+    "name_held",  # most relevant parent whose bridge name its text holds (0: none)
+    "name_title",  # the same for its title
+    "names_held",  # log(1 + how many bridge names its text holds)
+)
 _NAME_WORDS = 5  # a bridge query's name is at most this many leading words
+COMMON_NAME = 0.1
+"""A bridge name that more than this share of the seen documents besides its parent hold (at
+least 1) is no name but a phrase every one holds (an e-mail's "Subject", "Date Thu"): it marks
+nothing (the name columns)."""
 
 
-def search_parents(docs: Sequence[SeenDoc], searches: Sequence[Search]) -> list[int | None]:
-    """Per search, the index in ``docs`` of the document that led to it (None for hop 0)."""
+def bridge_names(
+    docs: Sequence[SeenDoc], searches: Sequence[Search]
+) -> list[tuple[int | None, str]]:
+    """Per search, the index in ``docs`` of the document that led to it (None for hop 0) and the
+    name taken from it: the longest leading words of the query that document holds."""
     first = [min((searches[s].hop for s, _ in d.ranks), default=0) for d in docs]
-    parents: list[int | None] = []
+    found_names: list[tuple[int | None, str]] = []
     for s in searches:
         words = s.query.split()[:_NAME_WORDS]
         holders = [j for j in range(len(docs)) if first[j] < s.hop] if s.hop else []
-        found = None
+        found, name = None, ""
         for k in range(1, len(words) + 1):  # a longer prefix is held only by holders of a shorter
             prefix = " ".join(words[:k])
             holders = [j for j in holders if prefix in docs[j].text or prefix in docs[j].title]
@@ -53,8 +72,14 @@ def search_parents(docs: Sequence[SeenDoc], searches: Sequence[Search]) -> list[
                 break
             # the best-ranked holder when several share the name
             found = min(holders, key=lambda j: (first[j], -_best_rr(docs[j])))
-        parents.append(found)
-    return parents
+            name = prefix
+        found_names.append((found, name))
+    return found_names
+
+
+def search_parents(docs: Sequence[SeenDoc], searches: Sequence[Search]) -> list[int | None]:
+    """Per search, the index in ``docs`` of the document that led to it (None for hop 0)."""
+    return [parent for parent, _ in bridge_names(docs, searches)]
 
 
 def _best_rr(doc: SeenDoc) -> float:
@@ -69,7 +94,8 @@ def chain_features(
 ) -> np.ndarray:
     """A ``[len(docs), len(CHAIN_COLUMNS)]`` matrix; ``relevance[i]``: how much of the question
     document i answers by itself (the selection features' link weight)."""
-    parents = search_parents(docs, searches)
+    named = bridge_names(docs, searches)
+    parents = [parent for parent, _ in named]
     # The search that first showed each document (lowest hop, then earliest) and its parent.
     origin: list[int | None] = []
     for d in docs:
@@ -85,6 +111,7 @@ def chain_features(
             shown_by[s].add(j)
     wanted = stems(question)
     covered = [wanted & stems(f"{d.title}\n{d.text}") for d in docs]
+    held = _names_held(question, docs, named, relevance)
     rows = []
     for i, d in enumerate(docs):
         mine = {p for s, _ in d.ranks if (p := parents[s]) is not None and p != i}
@@ -101,9 +128,42 @@ def chain_features(
                 len(chain) / len(wanted) if wanted else 0.0,
                 max((relevance[j] for j in found_by_led), default=0.0),
                 math.log1p(len(led)),
+                *held[i],
             ]
         )
     return np.asarray(rows, dtype=np.float32).reshape(len(rows), len(CHAIN_COLUMNS))
+
+
+def _names_held(
+    question: str,
+    docs: Sequence[SeenDoc],
+    named: Sequence[tuple[int | None, str]],
+    relevance: Sequence[float],
+) -> list[tuple[float, float, float]]:
+    """Per document: the most relevant parent whose bridge name (not a phrase of the question,
+    not common: :data:`COMMON_NAME`) its text holds, the same for its title, and log(1 + how
+    many such names its text holds)."""
+    question_lower = question.lower()
+    names = [
+        (p, n)
+        for p, name in named
+        if p is not None and (n := name.lower()) and n not in question_lower
+    ]
+    texts = [f"{d.title}\n{d.text}".lower() for d in docs]
+    most = max(1.0, COMMON_NAME * len(docs))
+    holders = {
+        (p, n): sum(holds_name(t, n) for j, t in enumerate(texts) if j != p) for p, n in names
+    }
+    names = [(p, n) for p, n in names if holders[p, n] <= most]
+    rows = []
+    for i, d in enumerate(docs):
+        text, title = texts[i], d.title.lower()
+        in_text = [relevance[p] for p, n in names if p != i and holds_name(text, n)]
+        in_title = [relevance[p] for p, n in names if p != i and holds_name(title, n)]
+        rows.append(
+            (max(in_text, default=0.0), max(in_title, default=0.0), math.log1p(len(in_text)))
+        )
+    return rows
 
 
 def _first_hop(doc: SeenDoc, searches: Sequence[Search]) -> int:

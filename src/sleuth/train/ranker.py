@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import tempfile
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -34,7 +34,13 @@ from sleuth.policies.heuristic import trail
 from sleuth.policies.scripted import ScriptedPolicy
 from sleuth.policies.spec import PolicyOptions, build_policy
 from sleuth.policies.transcript import observations
-from sleuth.ranking.features import SEARCH_COLUMNS, SELECTION_COLUMNS, search_features
+from sleuth.ranking.features import (
+    SEARCH_COLUMNS,
+    SELECTION_COLUMNS,
+    Search,
+    SeenDoc,
+    search_features,
+)
 from sleuth.ranking.model import LEARNERS, LinearHead, RankerModel, fit_head
 from sleuth.ranking.selector import document_title, seen_features
 from sleuth.ranking.trees import TreeHead, fit_trees
@@ -69,10 +75,13 @@ class RankerTrainConfig:
 
 @dataclass
 class Examples:
-    """Feature rows and gold labels, one block per group (a search call, or a question)."""
+    """Feature rows and gold labels, one block per group (a search call, or a question); for
+    selection examples also each group's trail (question, seen documents, searches), from which a
+    benchmark recomputes features without rerunning the agent."""
 
     features: list[np.ndarray]
     labels: list[np.ndarray]
+    trails: list[tuple[str, list[SeenDoc], list[Search]]] = field(default_factory=list)
 
     def add(self, x: np.ndarray, gold: Sequence[bool]) -> None:
         if len(x):
@@ -177,3 +186,5 @@ def _collect(
         search.add(x, [doc_id_of(c.chunk_id) in gold for c in cands])
     x = seen_features(toolbox.index, task.query, docs, searches)
     selection.add(x, [d.doc_id in gold for d in docs])
+    if len(x):
+        selection.trails.append((task.query, docs, searches))

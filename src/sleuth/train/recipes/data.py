@@ -3,8 +3,8 @@
 The corpus pools the paragraphs of the staged HotpotQA, MuSiQue and 2Wiki samples (each a folder
 under ``--data``). Questions are split by a salted hash of their id (:mod:`sleuth.tasks.split`):
 the evaluation draws only held-out questions, the same number from each dataset; SFT and RL draw
-only training-side ones (the three datasets plus the offline generator's synthetic tasks), SFT
-and RL disjoint.
+only training-side ones (the three datasets plus the generator's tasks over training-side
+paragraphs), SFT and RL disjoint.
 """
 
 from __future__ import annotations
@@ -23,23 +23,18 @@ from sleuth.tasks.split import split_tasks
 from sleuth.train.recipes.config import RecipeConfig
 
 SYNTHETIC = "synthetic"
-"""The source name of the offline generator's tasks (trained on, never evaluated)."""
-SYNTHETIC_TASKS = "data/tasks/2wiki_offline_tasks.jsonl"
+"""The source name of the generated tasks in the recipe's pools (trained on, never evaluated)."""
 GENERATED_TASKS = "data/tasks/qa_generated_tasks.jsonl"
 """Generated tasks (chains of 2-4 gold documents, bridges, comparisons) over the training-side
 paragraphs of the staged samples (``benchmarks/chain_tasks.py``; ``Task.source`` names the sample
-whose corpus holds them)."""
+whose corpus holds them). They replace ``2wiki_offline_tasks.jsonl`` in every training use: that
+file was made over the whole 2Wiki sample, held-out paragraphs included, and stays the demo's."""
 STAGED: dict[str, tuple[Callable[[Any], Any], str, str]] = {
     "HotpotQA": (read_hotpotqa, "hotpotqa_distractor_dev", "hotpotqa"),
     "MuSiQue": (read_musique, "musique_ans_dev", "musique"),
     "2Wiki": (read_2wiki, "2wikimultihopqa_dev", "2wikimultihopqa"),
 }
 """Dataset name -> (reader, its folder under the data folder, the ``Task.source`` it carries)."""
-
-
-def synthetic_tasks() -> list[Task]:
-    """The training side of the offline generator's packaged tasks (the rest stay for the demo)."""
-    return split_tasks(load_tasks(str(resources.files("sleuth").joinpath(SYNTHETIC_TASKS))))[0]
 
 
 def generated_tasks() -> list[Task]:

@@ -53,7 +53,7 @@ def prepare(
 ) -> RecipeRun:
     """Step 1: the corpus, its index, the task pools and the tools (``run``: RecipeRun's rest)."""
     docs, by_dataset = data.load_combined(data_dir)
-    by_source: dict[str, Sequence[Task]] = {**by_dataset, data.SYNTHETIC: data.synthetic_tasks()}
+    by_source: dict[str, Sequence[Task]] = {**by_dataset, data.SYNTHETIC: data.generated_tasks()}
     pools = data.task_pools(by_source, config, seed)
     if any(is_heldout(t.id) for t in pools["sft"] + pools["rl"]):
         raise AssertionError("a held-out question reached a training pool")
