@@ -163,6 +163,32 @@ def test_without_a_selector_names_keep_their_text_order():
     assert [q.split()[0] for q in queries] == ["Ivo", "Arcadia"]
 
 
+def test_a_round_that_must_prune_searches_only_titles_of_unseen_documents():
+    """Room for the next round only by pruning: a chunk pruned is a document the final list can
+    no longer rank, so only names that title an unseen document are worth it (Ivo Brand titles
+    nothing); with room to spare every name is searched as before."""
+    selector = StubSelector(["zephyr"])
+    agent = HeuristicAgent(selector=selector, keep_docs=1)  # type: ignore[arg-type]
+    weak = [chunk(f"weak{i}", f"a lake, number {i}, lies far north.") for i in range(4)]
+    shown = [chunk("zephyr", ZEPHYR, 40), *weak]
+    made = calls_of(agent(transcript([[(QUESTION, shown)]], used=14_000), 1))
+    queries = [args["query"].split()[0] for name, args in made if name == SEARCH_CORPUS]
+    assert queries == ["Arcadia", "Delta"]
+    assert any(name == PRUNE_CHUNKS for name, _ in made)
+    assert [q.split()[0] for q in names_searched(agent, shown)] == ["Arcadia", "Delta", "Ivo"]
+
+
+def test_a_round_that_must_prune_with_no_title_to_follow_answers_instead():
+    """Only untitled names left and no room without pruning: the answer, no search, no prune."""
+    selector = StubSelector(["zephyr"])
+    agent = HeuristicAgent(selector=selector, keep_docs=1)  # type: ignore[arg-type]
+    weak = [chunk(f"weak{i}", f"a lake, number {i}, lies far north.") for i in range(4)]
+    shown = [chunk("zephyr", "The Zephyr Bridge was designed by Ivo Brand.", 40), *weak]
+    reply = agent(transcript([[(QUESTION, shown)]], used=14_000), 1)
+    assert isinstance(reply, str) and '<Document id="zephyr">' in reply
+    assert names_searched(agent, shown)[0].startswith("Ivo Brand")
+
+
 @given(st.dictionaries(st.text(min_size=1, max_size=5), st.floats(0, 10), max_size=12))
 def test_best_names_are_the_highest_scores_ties_in_first_seen_order(scores: dict[str, float]):
     chosen = best_names(scores, 3)

@@ -118,7 +118,11 @@ class HeuristicAgent:
         hops_done = len({o.turn for o in seen if o.tool == SEARCH_CORPUS}) - 1
         if hops_done < self.max_hops:
             weak = self._weak_chunks(question, seen, ranked, self._overflow(messages))
-            bridges = self._bridge_queries(question, seen, ranked) if weak is not None else []
+            bridges = (
+                self._bridge_queries(question, seen, ranked, titled_only=bool(weak))
+                if weak is not None
+                else []
+            )
             if bridges:
                 calls = [call(SEARCH_CORPUS, query=q) for q in bridges]
                 if weak:
@@ -190,12 +194,16 @@ class HeuristicAgent:
         return pruned if freed > need else None
 
     def _bridge_queries(
-        self, question: str, seen: list[ToolReply], ranked: list[tuple[str, float]]
+        self,
+        question: str,
+        seen: list[ToolReply],
+        ranked: list[tuple[str, float]],
+        titled_only: bool = False,
     ) -> list[str]:
         """New names in the best documents, each searched with what the best document lacks."""
         if not ranked:
             return []
-        names = self._bridge_names(question, seen, ranked)
+        names = self._bridge_names(question, seen, ranked, titled_only)
         best_text = " ".join(
             c.text for o in seen for c in o.chunks if doc_id_of(c.id) == ranked[0][0]
         )
@@ -205,14 +213,20 @@ class HeuristicAgent:
         return [f"{name} {tail}".strip() for name in names]
 
     def _bridge_names(
-        self, question: str, seen: list[ToolReply], ranked: list[tuple[str, float]]
+        self,
+        question: str,
+        seen: list[ToolReply],
+        ranked: list[tuple[str, float]],
+        titled_only: bool = False,
     ) -> list[str]:
         """The :attr:`bridge_entities` best new names of the best documents: each scores its
         document's weight (1/rank) for every chunk it is in, times :attr:`title_boost` when it
         is the title of a corpus document the run has not seen (the next link, found by name;
         only such names come from the documents ranked after :attr:`expand_docs`).
         A name that titles only seen documents, or that a search or the question already
-        asked, is no bridge."""
+        asked, is no bridge. ``titled_only`` (the round must prune to fit): with a corpus graph
+        only names that title an unseen document; a hop on a mere mention is not worth a chunk
+        the final list could rank (on e-mail and patents such hops cost searches for nothing)."""
         best = [doc for doc, _ in ranked[: max(self.expand_docs, self.title_docs)]]
         weight = {doc: 1.0 / rank for rank, doc in enumerate(best, start=1)}
         every_name = set(best[: self.expand_docs])
@@ -222,6 +236,7 @@ class HeuristicAgent:
         )
         found_titles = self._seen_titles(seen)
         titled = self._unseen_title(seen)
+        strict = titled_only and self.selector is not None and self.title_boost != 1.0
         scores: dict[str, float] = {}
         for chunk in {c.id: c for o in seen for c in o.chunks}.values():
             doc = doc_id_of(chunk.id)
@@ -237,7 +252,7 @@ class HeuristicAgent:
                 ):
                     continue
                 unseen = titled(name)
-                if unseen is False or (not unseen and doc not in every_name):
+                if unseen is False or (not unseen and (doc not in every_name or strict)):
                     continue
                 boost = self.title_boost if unseen else 1.0
                 scores[name] = scores.get(name, 0.0) + weight[doc] * boost
