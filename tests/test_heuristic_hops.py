@@ -163,30 +163,29 @@ def test_without_a_selector_names_keep_their_text_order():
     assert [q.split()[0] for q in queries] == ["Ivo", "Arcadia"]
 
 
-def test_a_round_that_must_prune_searches_only_titles_of_unseen_documents():
-    """Room for the next round only by pruning: a chunk pruned is a document the final list can
-    no longer rank, so only names that title an unseen document are worth it (Ivo Brand titles
-    nothing); with room to spare every name is searched as before."""
-    selector = StubSelector(["zephyr"])
-    agent = HeuristicAgent(selector=selector, keep_docs=1)  # type: ignore[arg-type]
-    weak = [chunk(f"weak{i}", f"a lake, number {i}, lies far north.") for i in range(4)]
-    shown = [chunk("zephyr", ZEPHYR, 40), *weak]
-    made = calls_of(agent(transcript([[(QUESTION, shown)]], used=14_000), 1))
-    queries = [args["query"].split()[0] for name, args in made if name == SEARCH_CORPUS]
-    assert queries == ["Arcadia", "Delta"]
-    assert any(name == PRUNE_CHUNKS for name, _ in made)
-    assert [q.split()[0] for q in names_searched(agent, shown)] == ["Arcadia", "Delta", "Ivo"]
+WEAK = [chunk(f"weak{i}", f"a lake, number {i}, lies far north.") for i in range(4)]
 
 
-def test_a_round_that_must_prune_with_no_title_to_follow_answers_instead():
-    """Only untitled names left and no room without pruning: the answer, no search, no prune."""
-    selector = StubSelector(["zephyr"])
-    agent = HeuristicAgent(selector=selector, keep_docs=1)  # type: ignore[arg-type]
-    weak = [chunk(f"weak{i}", f"a lake, number {i}, lies far north.") for i in range(4)]
-    shown = [chunk("zephyr", "The Zephyr Bridge was designed by Ivo Brand.", 40), *weak]
+def test_a_round_that_must_prune_needs_a_title_of_an_unseen_document():
+    """Room for the next round only by pruning (a chunk pruned is a document the final list can
+    no longer rank): with no name that titles an unseen document (Ivo Brand titles nothing) the
+    agent answers instead, neither searching nor pruning; with room to spare it searches him."""
+    agent = HeuristicAgent(selector=StubSelector(["zephyr"]), keep_docs=1)  # type: ignore[arg-type]
+    shown = [chunk("zephyr", "The Zephyr Bridge was designed by Ivo Brand.", 40), *WEAK]
     reply = agent(transcript([[(QUESTION, shown)]], used=14_000), 1)
     assert isinstance(reply, str) and '<Document id="zephyr">' in reply
     assert names_searched(agent, shown)[0].startswith("Ivo Brand")
+
+
+def test_a_round_that_must_prune_and_has_a_title_to_follow_searches_as_before():
+    """One title of an unseen document (Arcadia Works) is enough: the round runs with its usual
+    names, untitled ones included, and prunes what it needs."""
+    agent = HeuristicAgent(selector=StubSelector(["zephyr"]), keep_docs=1)  # type: ignore[arg-type]
+    shown = [chunk("zephyr", ZEPHYR, 40), *WEAK]
+    made = calls_of(agent(transcript([[(QUESTION, shown)]], used=14_000), 1))
+    queries = [args["query"].split()[0] for name, args in made if name == SEARCH_CORPUS]
+    assert queries == ["Arcadia", "Delta", "Ivo"]
+    assert any(name == PRUNE_CHUNKS for name, _ in made)
 
 
 @given(st.dictionaries(st.text(min_size=1, max_size=5), st.floats(0, 10), max_size=12))

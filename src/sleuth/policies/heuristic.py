@@ -8,7 +8,8 @@
    with the question words the best document leaves unexplained. Repeat while a hop brings new
    names, up to ``max_hops``, and while the token budget leaves room for another round of
    results, pruning the weakest chunks only when that room needs it (a chunk pruned is a
-   document the final list can no longer rank).
+   document the final list can no longer rank) and only for a round with a name that titles an
+   unseen document.
 3. Answer with the documents in the selector's order (with a text stage: its first ten
    reordered by the selector's and the cross-encoder's scores together,
    :mod:`sleuth.ranking.textstage`), the whole-question search's top hit kept in the top two
@@ -224,9 +225,9 @@ class HeuristicAgent:
         is the title of a corpus document the run has not seen (the next link, found by name;
         only such names come from the documents ranked after :attr:`expand_docs`).
         A name that titles only seen documents, or that a search or the question already
-        asked, is no bridge. ``titled_only`` (the round must prune to fit): with a corpus graph
-        only names that title an unseen document; a hop on a mere mention is not worth a chunk
-        the final list could rank (on e-mail and patents such hops cost searches for nothing)."""
+        asked, is no bridge. ``titled_only`` (the round must prune to fit): with a corpus graph,
+        no names unless one titles an unseen document; a round of mere mentions is not worth
+        chunks the final list could rank (on e-mail and patents it cost searches for nothing)."""
         best = [doc for doc, _ in ranked[: max(self.expand_docs, self.title_docs)]]
         weight = {doc: 1.0 / rank for rank, doc in enumerate(best, start=1)}
         every_name = set(best[: self.expand_docs])
@@ -237,6 +238,7 @@ class HeuristicAgent:
         found_titles = self._seen_titles(seen)
         titled = self._unseen_title(seen)
         strict = titled_only and self.selector is not None and self.title_boost != 1.0
+        any_title = False
         scores: dict[str, float] = {}
         for chunk in {c.id: c for o in seen for c in o.chunks}.values():
             doc = doc_id_of(chunk.id)
@@ -252,11 +254,12 @@ class HeuristicAgent:
                 ):
                     continue
                 unseen = titled(name)
-                if unseen is False or (not unseen and (doc not in every_name or strict)):
+                if unseen is False or (not unseen and doc not in every_name):
                     continue
+                any_title = any_title or bool(unseen)
                 boost = self.title_boost if unseen else 1.0
                 scores[name] = scores.get(name, 0.0) + weight[doc] * boost
-        return best_names(scores, self.bridge_entities)
+        return [] if strict and not any_title else best_names(scores, self.bridge_entities)
 
     def _unseen_title(self, seen: list[ToolReply]) -> Callable[[str], bool | None]:
         """``name -> True`` when the name titles a corpus document the run has not seen and is
