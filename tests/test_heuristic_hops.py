@@ -163,6 +163,31 @@ def test_without_a_selector_names_keep_their_text_order():
     assert [q.split()[0] for q in queries] == ["Ivo", "Arcadia"]
 
 
+WEAK = [chunk(f"weak{i}", f"a lake, number {i}, lies far north.") for i in range(4)]
+
+
+def test_a_round_that_must_prune_needs_a_title_of_an_unseen_document():
+    """Room for the next round only by pruning (a chunk pruned is a document the final list can
+    no longer rank): with no name that titles an unseen document (Ivo Brand titles nothing) the
+    agent answers instead, neither searching nor pruning; with room to spare it searches him."""
+    agent = HeuristicAgent(selector=StubSelector(["zephyr"]), keep_docs=1)  # type: ignore[arg-type]
+    shown = [chunk("zephyr", "The Zephyr Bridge was designed by Ivo Brand.", 40), *WEAK]
+    reply = agent(transcript([[(QUESTION, shown)]], used=14_000), 1)
+    assert isinstance(reply, str) and '<Document id="zephyr">' in reply
+    assert names_searched(agent, shown)[0].startswith("Ivo Brand")
+
+
+def test_a_round_that_must_prune_and_has_a_title_to_follow_searches_as_before():
+    """One title of an unseen document (Arcadia Works) is enough: the round runs with its usual
+    names, untitled ones included, and prunes what it needs."""
+    agent = HeuristicAgent(selector=StubSelector(["zephyr"]), keep_docs=1)  # type: ignore[arg-type]
+    shown = [chunk("zephyr", ZEPHYR, 40), *WEAK]
+    made = calls_of(agent(transcript([[(QUESTION, shown)]], used=14_000), 1))
+    queries = [args["query"].split()[0] for name, args in made if name == SEARCH_CORPUS]
+    assert queries == ["Arcadia", "Delta", "Ivo"]
+    assert any(name == PRUNE_CHUNKS for name, _ in made)
+
+
 @given(st.dictionaries(st.text(min_size=1, max_size=5), st.floats(0, 10), max_size=12))
 def test_best_names_are_the_highest_scores_ties_in_first_seen_order(scores: dict[str, float]):
     chosen = best_names(scores, 3)

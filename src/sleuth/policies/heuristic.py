@@ -8,7 +8,8 @@
    with the question words the best document leaves unexplained. Repeat while a hop brings new
    names, up to ``max_hops``, and while the token budget leaves room for another round of
    results, pruning the weakest chunks only when that room needs it (a chunk pruned is a
-   document the final list can no longer rank).
+   document the final list can no longer rank) and only for a round with a name that titles an
+   unseen document.
 3. Answer with the documents in the selector's order (with a text stage: its first ten
    reordered by the selector's and the cross-encoder's scores together,
    :mod:`sleuth.ranking.textstage`), the whole-question search's top hit kept in the top two
@@ -118,7 +119,11 @@ class HeuristicAgent:
         hops_done = len({o.turn for o in seen if o.tool == SEARCH_CORPUS}) - 1
         if hops_done < self.max_hops:
             weak = self._weak_chunks(question, seen, ranked, self._overflow(messages))
-            bridges = self._bridge_queries(question, seen, ranked) if weak is not None else []
+            bridges = (
+                self._bridge_queries(question, seen, ranked, titled_only=bool(weak))
+                if weak is not None
+                else []
+            )
             if bridges:
                 calls = [call(SEARCH_CORPUS, query=q) for q in bridges]
                 if weak:
@@ -190,12 +195,16 @@ class HeuristicAgent:
         return pruned if freed > need else None
 
     def _bridge_queries(
-        self, question: str, seen: list[ToolReply], ranked: list[tuple[str, float]]
+        self,
+        question: str,
+        seen: list[ToolReply],
+        ranked: list[tuple[str, float]],
+        titled_only: bool = False,
     ) -> list[str]:
         """New names in the best documents, each searched with what the best document lacks."""
         if not ranked:
             return []
-        names = self._bridge_names(question, seen, ranked)
+        names = self._bridge_names(question, seen, ranked, titled_only)
         best_text = " ".join(
             c.text for o in seen for c in o.chunks if doc_id_of(c.id) == ranked[0][0]
         )
@@ -205,14 +214,20 @@ class HeuristicAgent:
         return [f"{name} {tail}".strip() for name in names]
 
     def _bridge_names(
-        self, question: str, seen: list[ToolReply], ranked: list[tuple[str, float]]
+        self,
+        question: str,
+        seen: list[ToolReply],
+        ranked: list[tuple[str, float]],
+        titled_only: bool = False,
     ) -> list[str]:
         """The :attr:`bridge_entities` best new names of the best documents: each scores its
         document's weight (1/rank) for every chunk it is in, times :attr:`title_boost` when it
         is the title of a corpus document the run has not seen (the next link, found by name;
         only such names come from the documents ranked after :attr:`expand_docs`).
         A name that titles only seen documents, or that a search or the question already
-        asked, is no bridge."""
+        asked, is no bridge. ``titled_only`` (the round must prune to fit): with a corpus graph,
+        no names unless one titles an unseen document; a round of mere mentions is not worth
+        chunks the final list could rank (on e-mail and patents it cost searches for nothing)."""
         best = [doc for doc, _ in ranked[: max(self.expand_docs, self.title_docs)]]
         weight = {doc: 1.0 / rank for rank, doc in enumerate(best, start=1)}
         every_name = set(best[: self.expand_docs])
@@ -222,6 +237,8 @@ class HeuristicAgent:
         )
         found_titles = self._seen_titles(seen)
         titled = self._unseen_title(seen)
+        strict = titled_only and self.selector is not None and self.title_boost != 1.0
+        any_title = False
         scores: dict[str, float] = {}
         for chunk in {c.id: c for o in seen for c in o.chunks}.values():
             doc = doc_id_of(chunk.id)
@@ -239,9 +256,10 @@ class HeuristicAgent:
                 unseen = titled(name)
                 if unseen is False or (not unseen and doc not in every_name):
                     continue
+                any_title = any_title or bool(unseen)
                 boost = self.title_boost if unseen else 1.0
                 scores[name] = scores.get(name, 0.0) + weight[doc] * boost
-        return best_names(scores, self.bridge_entities)
+        return [] if strict and not any_title else best_names(scores, self.bridge_entities)
 
     def _unseen_title(self, seen: list[ToolReply]) -> Callable[[str], bool | None]:
         """``name -> True`` when the name titles a corpus document the run has not seen and is
