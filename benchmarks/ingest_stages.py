@@ -1,5 +1,5 @@
-"""Where an ingest's time goes, stage by stage, with the cheap ``hash:384`` vectors (issue 26
-item 3: why the 1M-chunk index takes hours to build here).
+"""Where an ingest's time goes, stage by stage, with the cheap ``hash:384`` vectors (why the
+1M-chunk index takes hours to build here).
 
 Each stage runs alone on the same ``--n`` scale-corpus paragraphs (``_scale_corpus.py``) and
 reports CPU milliseconds a chunk (``time.process_time``, all threads): on a shared machine wall
