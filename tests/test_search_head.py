@@ -1,6 +1,8 @@
 """The whole-question search's first hits keep their places at the head of the final list unless
 the selector clearly prefers the documents they would displace (``selector.keep_search_head``):
-its top hit in the top two, its top five in the top five.
+by default its top hit in the top two; a floor of several pairs (its top five in the top five) is
+applied pair by pair. The default no longer keeps the top five in the top five: on the pooled
+held-out questions those broad hits pushed the later links of 3–4-hop chains out.
 
 On the Enron dev set the selector ranked four near-identical daily forex previews 0.91, 0.87,
 0.82, 0.76 and put the one the question's search found first (the gold one) third.
@@ -16,12 +18,13 @@ from hypothesis import strategies as st
 
 from sleuth.policies.heuristic import HeuristicAgent, question_hits
 from sleuth.policies.transcript import ToolReply
-from sleuth.ranking.selector import SEARCH_FLOOR, keep_search_head
+from sleuth.ranking.selector import keep_search_head
 from sleuth.tools.spec import SEARCH_CORPUS
 from sleuth.tools.types import ChunkHit
 
 QUESTION = "What was the pound-dollar rate in the preview near 133.20?"
 FOREX = [("mon", 0.912), ("tue", 0.870), ("wed", 0.816), ("thu", 0.759)]
+TOP_FIVE = ((1, 2), (5, 5))  # the floor as it was: the search's top five kept in the top five
 
 
 def _logit(p: float) -> float:
@@ -54,8 +57,17 @@ def test_the_search_top_five_keep_the_top_five_and_the_displaced_document_drops_
         ("h1", 0.45),
         ("h0", 0.44),
     ]
-    out = _docs(keep_search_head(ranked, ["h0", "h1"]))
+    out = _docs(keep_search_head(ranked, ["h0", "h1"], floor=TOP_FIVE))
     assert out == ["x", "y", "z", "h1", "h0", "w", "v"]  # h0 too far below y for the top two
+
+
+def test_by_default_the_search_does_not_take_the_third_to_fifth_places():
+    """A chain's last link rated just above the search's second hit keeps its place."""
+    ranked = [("top", 0.9), ("first", 0.8), ("link2", 0.3), ("link3", 0.25), ("far", 0.2)]
+    ranked += [("hit2", 0.19), ("hit3", 0.18)]
+    assert keep_search_head(ranked, ["first", "hit2", "hit3"]) == ranked
+    moved = _docs(keep_search_head(ranked, ["first", "hit2", "hit3"], floor=TOP_FIVE))
+    assert moved[:5] == ["top", "first", "link2", "hit3", "hit2"]  # the last links pushed out
 
 
 def test_nothing_moves_without_hits_or_when_they_are_in_place():
@@ -73,9 +85,9 @@ _HITS = st.lists(st.sampled_from("abcdefghijklm"), max_size=8, unique=True)
 
 @given(_RANKED, _HITS, st.floats(-1.0, 5.0))
 def test_the_final_list_is_the_same_documents_and_keeps_what_was_in_place(ranked, hits, margin):
-    out = keep_search_head(ranked, hits, margin)
+    out = keep_search_head(ranked, hits, margin, floor=TOP_FIVE)
     assert sorted(out) == sorted(ranked)  # a permutation: nothing added, nothing lost
-    moved = set(hits[: max(n for n, _ in SEARCH_FLOOR)])
+    moved = set(hits[:5])
     assert [x for x in out if x[0] not in moved] == [x for x in ranked if x[0] not in moved]
     before, after = _docs(ranked), _docs(out)
     if hits and hits[0] in before[:2]:
@@ -85,9 +97,17 @@ def test_the_final_list_is_the_same_documents_and_keeps_what_was_in_place(ranked
         assert out == ranked
 
 
+@given(_RANKED, _HITS, st.floats(-1.0, 5.0))
+def test_the_default_floor_moves_only_the_top_hit(ranked, hits, margin):
+    out = keep_search_head(ranked, hits, margin)
+    assert [x for x in out if x[0] not in hits[:1]] == [x for x in ranked if x[0] not in hits[:1]]
+    if hits and hits[0] in _docs(ranked)[:2]:
+        assert out == ranked
+
+
 @given(_RANKED, _HITS)
 def test_without_a_margin_every_hit_takes_its_place_while_one_is_free(ranked, hits):
-    out = _docs(keep_search_head(ranked, hits, math.inf))
+    out = _docs(keep_search_head(ranked, hits, math.inf, floor=TOP_FIVE))
     if hits and hits[0] in out:
         assert out.index(hits[0]) < 2
     for hit in hits[:5]:

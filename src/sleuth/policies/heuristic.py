@@ -13,8 +13,8 @@
 3. Answer with the documents in the selector's order (with a text stage: its first ten
    reordered by the selector's and the cross-encoder's scores together,
    :mod:`sleuth.ranking.textstage`), the whole-question search's top hit kept in the top two
-   and its top five in the top five unless the selector clearly prefers the documents they
-   would displace (:func:`sleuth.ranking.selector.keep_search_head`).
+   unless the selector clearly prefers the document it would displace
+   (:func:`sleuth.ranking.selector.keep_search_head`).
 
 The agent reads only the transcript (see :mod:`sleuth.policies.transcript`); the selector looks up
 titles and question evidence in the index the tools search. A run is deterministic given the

@@ -21,9 +21,11 @@ SEARCH_MARGIN = 1.0
 """Logits (odds within a factor e): how far the selector must prefer a document over one of the
 question search's first hits to keep that hit out of its place (:func:`keep_search_head`)."""
 
-SEARCH_FLOOR = ((1, 2), (5, 5))
+SEARCH_FLOOR = ((1, 2),)
 """``(n, k)``: the question search's first ``n`` documents keep a place in the final top ``k``
-(its top hit in the top two, its top five in the top five: where R@2 and R@5 count)."""
+(its top hit in the top two, where R@2 counts). Its top five are not kept in the top five: with
+the bridge-name trees those hits (broad matches of the whole question) displaced the later links
+of 3–4-hop chains (docs/RESULTS.md, "A reserved place for a chain's far end")."""
 
 
 def document_title(index: Index, doc_id: str) -> str:
