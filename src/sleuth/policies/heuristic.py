@@ -14,7 +14,8 @@
    reordered by the selector's and the cross-encoder's scores together,
    :mod:`sleuth.ranking.textstage`), the whole-question search's top hit kept in the top two
    and its top five in the top five unless the selector clearly prefers the documents they
-   would displace (:func:`sleuth.ranking.selector.keep_search_head`).
+   would displace, less so a sibling of a better document (a season page under its club)
+   (:func:`sleuth.ranking.selector.keep_search_head`).
 
 The agent reads only the transcript (see :mod:`sleuth.policies.transcript`); the selector looks up
 titles and question evidence in the index the tools search. A run is deterministic given the
@@ -308,7 +309,7 @@ class HeuristicAgent:
             how = "learned selection and text stage"
         if self.selector is not None and self.search_margin is not None:
             hits = question_hits(question, seen)
-            ranked = keep_search_head(ranked, hits, self.search_margin)
+            ranked = keep_search_head(ranked, hits, self.search_margin, title=self.selector.title)
         entries = []
         for rank, (doc, _) in enumerate(ranked[: self.final_docs], start=1):
             why = f"Ranked {rank} by {how} over {searches} searches."
