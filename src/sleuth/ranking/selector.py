@@ -99,8 +99,8 @@ def keep_search_head(
     hop short; on e-mail or patents they are usually right, and near-ties between look-alike
     documents (daily reports, sibling patents) are where the selector's order is least
     trustworthy. A clear preference still wins, so multi-hop chains keep their head. A sibling
-    of a better document mostly repeats it: on the pooled questions a tenth of the siblings in
-    the top five are gold, against a quarter of the other documents there.
+    of a better document mostly repeats it: on the pooled questions a tenth of the siblings at
+    ranks 2–5 are gold, against more than a quarter of the other documents there.
     """
     order, start = list(ranked), 0
     sibling = _sibling_test(title)
