@@ -1,5 +1,5 @@
-"""How the search margin and floor (``ranking.selector.SEARCH_MARGIN``, ``SEARCH_FLOOR``) were
-chosen: replay a quality run.
+"""How the search margin, floor and sibling margin (``ranking.selector.SEARCH_MARGIN``,
+``SEARCH_FLOOR``, ``SIBLING_MARGIN``) were chosen: replay a quality run.
 
 The rule changes only the final list's order, not what the agent searched, so a ``quality.py``
 run's ``heuristic`` trajectories replay exactly: the agent's last view is re-ranked by the
@@ -11,6 +11,8 @@ it won and lost at R@2 / R@5.
 
     python benchmarks/search_head_sweep.py RUN --dataset enron --margins=-1,0.5,1,2,inf
     python benchmarks/search_head_sweep.py RUN --dataset pooled --floor 1:2 --index DIR
+    python benchmarks/search_head_sweep.py RUN --dataset pooled --margins=1 \
+        --sibling-margins=-inf,0,0.5,1,2,inf   # how much less a sibling defends (SIBLING_MARGIN)
 """
 
 from __future__ import annotations
@@ -30,10 +32,11 @@ from sleuth.metrics import recall_at
 from sleuth.policies.heuristic import HeuristicAgent, question_hits
 from sleuth.policies.transcript import observations, query_of
 from sleuth.ranking.model import load_ranker
-from sleuth.ranking.selector import SEARCH_FLOOR, Selector, keep_search_head
+from sleuth.ranking.selector import SEARCH_FLOOR, SIBLING_MARGIN, Selector, keep_search_head
 from sleuth.tools.spec import DESCRIBE_CORPUS
 
-Case = tuple[str, list[str], list[tuple[str, float]], list[str]]  # source, gold, ranked, hits
+Case = tuple[str, list[str], list[tuple[str, float]], list[str], dict[str, str]]
+"""Source, gold, the selector's order, the search hits, the titles of the ordered documents."""
 Floor = list[tuple[int, int]]
 
 
@@ -52,24 +55,30 @@ def replay(run: Path, dataset: str, index: Path) -> list[Case]:
         ranked = agent.rank(question, seen)
         hits = question_hits(question, seen)
         recorded = record["final_docs"]
-        replayed = [
-            [d for d, _ in order][: len(recorded)]
-            for order in (ranked, keep_search_head(ranked, hits))
-        ]
-        if recorded not in replayed:  # the run had the rule off, or on at the default margin
+        orders = (
+            ranked,
+            keep_search_head(ranked, hits),  # the rule before siblings gave way
+            keep_search_head(ranked, hits, title=agent.selector.title),
+        )
+        if recorded not in [[d for d, _ in order][: len(recorded)] for order in orders]:
             raise SystemExit(f"{record['task_id']}: replay differs from the recorded list")
-        cases.append((record["source"], list(tasks[record["task_id"]].gold_doc_ids), ranked, hits))
+        titles = {d: agent.selector.title(d) for d, _ in ranked}
+        gold = list(tasks[record["task_id"]].gold_doc_ids)
+        cases.append((record["source"], gold, ranked, hits, titles))
     return cases
 
 
-def sweep(cases: list[Case], margins: list[float], floor: Floor) -> list[str]:
-    """One line per margin and source: ΔR@2, ΔR@5 (points) and R@2 / R@5 wins and losses."""
+def sweep(cases: list[Case], margins: list[float], floor: Floor, sibling: float) -> list[str]:
+    """One line per margin and source: ΔR@2, ΔR@5 (points) and R@2 / R@5 wins and losses;
+    ``sibling``: the rule's ``sibling_margin`` (-inf: the rule without titles, no siblings)."""
     lines = []
     for margin in margins:
         sums: dict[str, list[float]] = defaultdict(lambda: [0.0] * 7)
-        for source, gold, ranked, hits in cases:
+        for source, gold, ranked, hits, titles in cases:
             before = [d for d, _ in ranked]
-            after = [d for d, _ in keep_search_head(ranked, hits, margin, floor)]
+            title = titles.__getitem__ if sibling > -math.inf else None
+            ordered = keep_search_head(ranked, hits, margin, floor, title, sibling)
+            after = [d for d, _ in ordered]
             d2 = recall_at(after, gold, 2) - recall_at(before, gold, 2)
             d5 = recall_at(after, gold, 5) - recall_at(before, gold, 5)
             row = (1, d2, d5, d2 > 0, d2 < 0, d5 > 0, d5 < 0)  # n, Δs, wins and losses
@@ -79,7 +88,7 @@ def sweep(cases: list[Case], margins: list[float], floor: Floor) -> list[str]:
             f"ΔR@5 {100 * s[2] / s[0]:+.1f} (+{s[5]:.0f}/−{s[6]:.0f})"
             for src, s in sorted(sums.items())
         ]
-        lines.append(f"margin {margin:g}: " + " | ".join(cells))
+        lines.append(f"margin {margin:g} sibling {sibling:g}: " + " | ".join(cells))
     return lines
 
 
@@ -90,11 +99,14 @@ def main() -> None:
     parser.add_argument("--index", type=Path, default=None, help="default RUN/index/DATASET-*")
     parser.add_argument("--margins", default="0,0.25,0.5,1,1.5,2,3,inf")
     parser.add_argument("--floor", default=",".join(f"{n}:{k}" for n, k in SEARCH_FLOOR))
+    parser.add_argument("--sibling-margins", default=str(SIBLING_MARGIN), help="-inf: no rule")
     args = parser.parse_args()
     index = args.index or next((args.run / "index").glob(f"{args.dataset}-*"))
-    margins = [math.inf if m == "inf" else float(m) for m in args.margins.split(",")]
+    margins = [float(m) for m in args.margins.split(",")]  # float() reads "inf" and "-inf"
     floor = [(int(n), int(k)) for n, k in (p.split(":") for p in args.floor.split(","))]
-    print("\n".join(sweep(replay(args.run, args.dataset, index), margins, floor)))
+    cases = replay(args.run, args.dataset, index)
+    for sibling in (float(m) for m in args.sibling_margins.split(",")):
+        print("\n".join(sweep(cases, margins, floor, sibling)))
 
 
 if __name__ == "__main__":

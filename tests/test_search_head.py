@@ -141,3 +141,74 @@ def test_the_agent_keeps_the_unfiltered_whole_question_searchs_hits_at_its_head(
     assert order(HeuristicAgent(selector=_Titles())) == ["mon", "wed", "tue", "thu"]
     assert order(HeuristicAgent(selector=_Titles(), search_margin=None)) == _docs(FOREX)
     assert order(HeuristicAgent()) == _docs(FOREX)  # RRF order: no selector, no rule
+
+
+# A pooled HotpotQA question: "Which of Tara Strong's major voice roles is an American animated
+# series based on the DC Comics team, the Teen Titans?" The search's top hit (gold) sat sixth,
+# behind a sibling of the top document and pages of the Teen Titans family the search also found.
+TITLES = {
+    "tara": "Tara Strong",
+    "filmography": "Tara Strong filmography",
+    "s1": "Teen Titans (season 1)",
+    "s4": "Teen Titans (season 4)",
+    "episodes": "List of Teen Titans Go! episodes",
+    "go": "Teen Titans Go! (TV series)",
+    "voice": "Voice acting",
+}
+TITANS = [
+    ("tara", 0.986),
+    ("filmography", 0.863),
+    ("s1", 0.831),
+    ("s4", 0.750),
+    ("episodes", 0.708),
+    ("go", 0.521),
+]
+TITANS_HITS = ["go", "s1", "episodes", "tara", "s4"]
+
+
+def test_a_sibling_of_a_better_document_gives_way_to_the_search_top_hit():
+    assert keep_search_head(TITANS, TITANS_HITS) == TITANS  # 1.76 logits: more than the margin
+    out = _docs(keep_search_head(TITANS, TITANS_HITS, title=TITLES.__getitem__))
+    assert out == ["tara", "go", "filmography", "s1", "s4", "episodes"]
+    # with the top five held too, "episodes" also takes the sibling's place
+    out = _docs(keep_search_head(TITANS, TITANS_HITS, floor=TOP_FIVE, title=TITLES.__getitem__))
+    assert out == ["tara", "go", "episodes", "s1", "s4", "filmography"]
+
+
+def test_a_document_that_is_no_sibling_defends_its_place_as_before():
+    unrelated = TITLES | {"filmography": "Voice acting"}
+    assert keep_search_head(TITANS, TITANS_HITS, title=unrelated.__getitem__) == TITANS
+
+
+def test_a_clear_preference_still_keeps_a_sibling_in_place():
+    far = [("tara", 0.986), ("filmography", 0.97), *TITANS[2:]]  # 3.4 logits above the hit
+    assert keep_search_head(far, TITANS_HITS, title=TITLES.__getitem__) == far
+
+
+def test_the_hit_takes_a_siblings_place_before_that_of_the_last_free_document():
+    ranked = [("tara", 0.9), ("filmography", 0.6), ("voice", 0.55), ("go", 0.5)]
+    out = _docs(keep_search_head(ranked, ["go"], floor=[(1, 3)], title=TITLES.__getitem__))
+    assert out == ["tara", "go", "voice", "filmography"]  # the last free one is "voice"
+    plain = _docs(keep_search_head(ranked, ["go"], floor=[(1, 3)]))
+    assert plain == ["tara", "filmography", "go", "voice"]
+
+
+_NAMES = st.lists(st.sampled_from(["Alpha", "Alpha Beta", "Beta", "Gamma (film)", ""]), min_size=13)
+
+
+@given(_RANKED, _HITS, st.floats(-1.0, 5.0), _NAMES)
+def test_with_titles_the_rule_is_a_permutation_that_keeps_the_tail_and_the_hits_in_place(
+    ranked, hits, margin, names
+):
+    def title(doc: str) -> str:
+        return names["abcdefghijklm".index(doc)]
+
+    out = keep_search_head(ranked, hits, margin, floor=TOP_FIVE, title=title)
+    assert sorted(out) == sorted(ranked)
+    moved = set(hits[:5])
+    tail = {d for d in _docs(ranked)[5:] if d not in moved}  # below every place: never displaced
+    assert [x for x in out if x[0] in tail] == [x for x in ranked if x[0] in tail]
+    assert set(hits[:5]) & set(_docs(ranked)[:5]) <= set(_docs(out)[:5])
+    for floor in (TOP_FIVE, ((1, 2),)):  # no titles: no siblings, the rule as before
+        plain = keep_search_head(ranked, hits, margin, floor=floor)
+        assert keep_search_head(ranked, hits, margin, floor=floor, title=lambda _: "") == plain

@@ -13,7 +13,8 @@
 3. Answer with the documents in the selector's order (with a text stage: its first ten
    reordered by the selector's and the cross-encoder's scores together,
    :mod:`sleuth.ranking.textstage`), the whole-question search's top hit kept in the top two
-   unless the selector clearly prefers the document it would displace
+   unless the selector clearly prefers the document it would displace, less so a sibling of a
+   better document (a season page under its club)
    (:func:`sleuth.ranking.selector.keep_search_head`).
 
 The agent reads only the transcript (see :mod:`sleuth.policies.transcript`); the selector looks up
@@ -308,7 +309,7 @@ class HeuristicAgent:
             how = "learned selection and text stage"
         if self.selector is not None and self.search_margin is not None:
             hits = question_hits(question, seen)
-            ranked = keep_search_head(ranked, hits, self.search_margin)
+            ranked = keep_search_head(ranked, hits, self.search_margin, title=self.selector.title)
         entries = []
         for rank, (doc, _) in enumerate(ranked[: self.final_docs], start=1):
             why = f"Ranked {rank} by {how} over {searches} searches."
