@@ -59,6 +59,7 @@ def replay(run: Path, dataset: str, index: Path) -> list[Case]:
             ranked,
             keep_search_head(ranked, hits),  # the rule before siblings gave way
             keep_search_head(ranked, hits, title=agent.selector.title),
+            keep_search_head(ranked, hits, floor=[(1, 2), (5, 5)]),  # the older five-place floor
         )
         if recorded not in [[d for d, _ in order][: len(recorded)] for order in orders]:
             raise SystemExit(f"{record['task_id']}: replay differs from the recorded list")
