@@ -119,6 +119,12 @@ class LexicalIndex:
         rows = self.rows
         return rows.text if isinstance(rows, ChunkColumns) else _Texts(rows)
 
+    def title_of(self, doc_id: str) -> str:
+        """A document's title (its first chunk's; "" for an unknown id), decoding that one row
+        rather than all of the document's."""
+        rows = self.rows_of_doc.get(doc_id)
+        return self.rows[rows[0]].title if rows else ""
+
     def row_of_key(self, key: str) -> int | None:
         """The row stored in Chroma under ``key``; None for a row of another generation."""
         i = self.row_of.get(key)

@@ -27,8 +27,7 @@ SEARCH_FLOOR = ((1, 2), (5, 5))
 
 
 def document_title(index: Index, doc_id: str) -> str:
-    rows = index.document_chunks(doc_id)
-    return rows[0].title if rows else ""
+    return index.lexical.title_of(doc_id)
 
 
 def seen_features(
