@@ -4,8 +4,10 @@ single-pass, and the same for another checkout of sleuth, question by question i
 Each code tree (this one, and ``--baseline-src`` when given, e.g. a ``git archive`` of the
 commit before a change) runs in its own worker process over its own copy of the index; the
 coordinator hands every question to each worker in turn (alternating which goes first), so both
-see the same machine load. A worker times single-pass then the default agent on the question (wall
-and the process's CPU time: on a shared machine the CPU time moves less with the load) and
+see the same machine load. A worker times single-pass then the default agent on the question (wall,
+the process's CPU time, which moves less with the load on a shared machine, and its scheduler wait:
+time its threads were runnable but waiting for a CPU, from ``/proc/self/task/*/schedstat``, which
+with the CPU time accounts for most of the wall on a loaded machine) and
 returns the default agent's final ranked list; the run fails when two trees' lists differ (a
 speed-up must not change what the agent returns). ``--profile`` adds a cProfile of the default
 agent per worker (tools in turn: cProfile sees one thread) with its CPU time by stage.
@@ -58,6 +60,18 @@ STAGES = {
 }
 
 
+def sched_wait() -> float:
+    """Seconds this process's live threads have waited runnable for a CPU (the second field of
+    each thread's schedstat); 0.0 where the kernel does not say (no /proc, no schedstats)."""
+    total = 0
+    for path in Path("/proc/self/task").glob("*/schedstat"):
+        try:
+            total += int(path.read_text().split()[1])
+        except (OSError, IndexError, ValueError):  # a thread gone since the listing
+            continue
+    return total / 1e9
+
+
 def read_questions(path: Path, n: int) -> list[str]:
     """``query`` of each line of a JSONL file (an eval's results.jsonl, a tasks file)."""
     out = []
@@ -83,10 +97,11 @@ def worker(index_dir: Path, embedder: str | None) -> None:
             continue
         out: dict[str, Any] = {}
         for p, agent in agents.items():
-            t0, c0 = time.perf_counter(), time.process_time()
+            t0, c0, w0 = time.perf_counter(), time.process_time(), sched_wait()
             result = agent.search(msg["q"], trajectory=runs / f"{p}-{msg['i']}.jsonl")
             out[p] = time.perf_counter() - t0
             out[f"{p}_cpu"] = time.process_time() - c0
+            out[f"{p}_wait"] = sched_wait() - w0
             out[f"{p}_docs"] = [d.id for d in result.documents]
             t = result.timings
             out[f"{p}_split"] = [t.policy_s, t.tools_s, t.harness_s, t.wall_s]
@@ -177,6 +192,8 @@ def summary(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "single_pass_cpu_s": sp_cpu,
         "default_cpu_s": h_cpu,
         "cpu_ratio": h_cpu / sp_cpu,
+        "single_pass_wait_s": statistics.median(r.get("single-pass_wait", 0.0) for r in rows),
+        "default_wait_s": statistics.median(r.get("heuristic_wait", 0.0) for r in rows),
         "median_of_ratios": statistics.median(r["heuristic"] / r["single-pass"] for r in rows),
         "default_policy_tools_harness_s": [
             statistics.median(r["heuristic_split"][k] for r in rows) for k in range(3)
@@ -219,15 +236,17 @@ def main() -> None:
     report: dict[str, Any] = {"questions": a.n, "load": [load0, os.getloadavg()[0]], "trees": {}}
     print(f"\n{a.n} questions, {a.index} (load {load0:.1f})\n")
     print(
-        "| code | single-pass s/q | default s/q | ratio | CPU s/q, single / default | CPU ratio |"
+        "| code | single-pass s/q | default s/q | ratio | CPU s/q, single / default | CPU ratio "
+        "| CPU wait s/q, single / default |"
     )
-    print("|---|---|---|---|---|---|")
+    print("|---|---|---|---|---|---|---|")
     for t, rows in got.items():
         report["trees"][t] = r = summary(rows)
         r["rows"] = rows
         print(
             f"| {t} | {r['single_pass_s']:.3f} | {r['default_s']:.3f} | {r['ratio']:.1f}x "
-            f"| {r['single_pass_cpu_s']:.3f} / {r['default_cpu_s']:.3f} | {r['cpu_ratio']:.1f}x |"
+            f"| {r['single_pass_cpu_s']:.3f} / {r['default_cpu_s']:.3f} | {r['cpu_ratio']:.1f}x "
+            f"| {r['single_pass_wait_s']:.3f} / {r['default_wait_s']:.3f} |"
         )
     for t in trees:
         split = " / ".join(f"{x:.3f}" for x in report["trees"][t]["default_policy_tools_harness_s"])

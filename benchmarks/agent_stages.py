@@ -5,7 +5,8 @@ stages several times over against native ones (the ONNX query embedding, tiktoke
 functions are wrapped instead, each charged its calling thread's CPU time (``time.thread_time``):
 tools run in turn and onnxruntime on one thread, so a stage's CPU is on the thread that asked for
 it (BM25 runs on the toolbox's own thread and is charged there). Stages nest; the wrappers cost
-~1 µs a call, which shows only on the many-call rows (the chunk row decode).
+~1 µs a call, which shows only on the many-call rows (the chunk row decode). Wall time stands
+beside it: on a loaded machine the gap is time spent runnable but waiting for a CPU (or on I/O).
 
     nice -n 10 python benchmarks/agent_stages.py --index IDX --embedder minilm-onnx-int8 \
         --questions /work/runs/q-musique/MuSiQue/heuristic/results.jsonl -n 20
@@ -64,13 +65,14 @@ def wrap(totals: dict[str, list[float]], label: str, module: str, owner: str, na
 
     @functools.wraps(inner)
     def timed(*args: Any, **kwargs: Any) -> Any:
-        start = time.thread_time()
+        start, wall = time.thread_time(), time.perf_counter()
         try:
             return inner(*args, **kwargs)
         finally:
             got = totals[label]
             got[0] += time.thread_time() - start
-            got[1] += 1
+            got[1] += time.perf_counter() - wall
+            got[2] += 1
 
     setattr(holder, name, timed)
     for other in REBIND.get(name, []) if not owner else []:
@@ -92,7 +94,7 @@ def main() -> None:
     onnx.default_threads = lambda: 1  # its CPU on the calling thread
     lines = a.questions.read_text(encoding="utf-8").splitlines()
     qs = list(dict.fromkeys(json.loads(x)["query"] for x in lines if x.strip()))[: a.n + 2]
-    totals: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0])
+    totals: dict[str, list[float]] = collections.defaultdict(lambda: [0.0, 0.0, 0])
     for label, (module, owner, name) in STAGES.items():
         wrap(totals, label, module, owner, name)
     index = sleuth.Index.open(a.index, make_embedder(a.embedder) if a.embedder else None)
@@ -101,15 +103,16 @@ def main() -> None:
     for i, q in enumerate(qs):
         if i == 2:
             totals.clear()
-            cpu0 = time.process_time()
+            cpu0, wall0 = time.process_time(), time.perf_counter()
         agent.search(q, trajectory=runs / f"{i}.jsonl")
     n = len(qs) - 2
-    print(f"{n} questions, {a.index}: {(time.process_time() - cpu0) / n * 1e3:.1f} ms CPU a q")
-    print("| stage | CPU ms/q | calls/q |\n|---|---|---|")
+    cpu, wall = (time.process_time() - cpu0) / n * 1e3, (time.perf_counter() - wall0) / n * 1e3
+    print(f"{n} questions, {a.index}: {cpu:.1f} ms CPU, {wall:.1f} ms wall a q")
+    print("| stage | CPU ms/q | wall ms/q | calls/q |\n|---|---|---|---|")
     for label in STAGES:
         if label in totals:
-            cpu, calls = totals[label]
-            print(f"| {label} | {cpu / n * 1e3:.1f} | {calls / n:.1f} |")
+            cpu, wall, calls = totals[label]
+            print(f"| {label} | {cpu / n * 1e3:.1f} | {wall / n * 1e3:.1f} | {calls / n:.1f} |")
 
 
 if __name__ == "__main__":

@@ -52,6 +52,26 @@ def test_every_hash_colliding_still_answers_exactly(ids, others):
             _same_as_dict(id_map, ids, others)
 
 
+@settings(max_examples=80, deadline=None)
+@given(IDS, st.lists(st.text(ANY_CHAR, max_size=12), max_size=8), st.randoms())
+def test_kept_answers_equal_fresh_lookups_and_stay_bounded(ids, others, rnd):
+    """Asked again and again (the agent's pattern), the kept answers are a fresh map's, over a
+    column and in memory, and never more than ``MEMO`` of them are kept."""
+    plain = dict(zip(ids, range(len(ids)), strict=True))
+    asked = [*ids, *others] * 3
+    rnd.shuffle(asked)
+    blob, offsets = StrColumn.encode(ids)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(idmap, "MEMO", 4)
+        for keys in (ids, StrColumn(blob, offsets, None)):  # type: ignore[arg-type]
+            id_map = IdMap.build(keys)
+            for key in asked:
+                fresh = IdMap.build(keys)
+                assert id_map.get(key, -7) == fresh.get(key, -7) == plain.get(key, -7)
+                assert (key in id_map) == (key in plain)
+                assert len(id_map._memo) <= 4
+
+
 def _rows(ids: list[str]) -> list[ChunkRow]:
     return [ChunkRow(c, f"doc{i % 4}-{c[:2]}", i, f"text {c}", 3) for i, c in enumerate(ids)]
 

@@ -93,6 +93,11 @@ def test_a_loaded_side_has_the_built_sides_rows_and_maps(tmp_path):
         assert list(loaded.texts) == [r.text for r in built.rows]
         assert loaded.search("shared text", 5) == built.search("shared text", 5)
         assert loaded.rows[2:4] == built.rows[2:4] and loaded.stamp == built.stamp
+        for lex in (built, loaded):  # a document's title is its first chunk's
+            for doc in {r.doc_id for r in rows}:
+                first = min((r for r in rows if r.doc_id == doc), key=lambda r: r.idx)
+                assert lex.title_of(doc) == first.title
+            assert lex.title_of("absent") == ""
     assert LexicalIndex(rows, {}).rows_of_doc["doc1"] == [3, 5, 4]  # by chunk, then row
 
 

@@ -17,6 +17,10 @@ from typing import Protocol
 import numpy as np
 
 ENCODING, ERRORS = "utf-8", "surrogatepass"  # as the string columns: every str round-trips
+MEMO = 16_384
+"""Answers an :class:`IdMap` keeps (cleared when full). The default agent looks the same few
+hundred chunk and document ids up again and again within a question (~4 µs each: encode, hash,
+search, compare); a kept answer is one dict read. Bounded: a few MB at most."""
 
 
 class Column(Protocol):
@@ -57,6 +61,7 @@ class IdMap(Mapping[str, int]):
         """``hashes``: sorted; ``order``: the row of each (rows of equal hashes ascending)."""
         self.keys_, self.hashes, self.order = keys, hashes, order
         self._column = _column(keys)
+        self._memo: dict[str, int] = {}  # key -> row, -1 for absent (see MEMO)
 
     @classmethod
     def build(cls, keys: Keys) -> IdMap:
@@ -83,10 +88,17 @@ class IdMap(Mapping[str, int]):
     def get(self, key: str, default: int | None = None) -> int | None:  # type: ignore[override]
         if not isinstance(key, str):
             return default
-        data = key.encode(ENCODING, ERRORS)
-        h = id_hash(data)
-        row = self._find(key, data, h, int(self.hashes.searchsorted(h)))
-        return default if row is None else row
+        memo = self._memo
+        row = memo.get(key)
+        if row is None:
+            data = key.encode(ENCODING, ERRORS)
+            h = id_hash(data)
+            found = self._find(key, data, h, int(self.hashes.searchsorted(h)))
+            row = -1 if found is None else found
+            if len(memo) >= MEMO:  # dict ops are atomic: parallel tool calls share it
+                memo.clear()
+            memo[key] = row
+        return default if row < 0 else row
 
     def __getitem__(self, key: str) -> int:
         row = self.get(key)

@@ -150,16 +150,17 @@ def _names_held(
         if p is not None and (n := name.lower()) and n not in question_lower
     ]
     texts = [f"{d.title}\n{d.text}".lower() for d in docs]
+    # Each (text, name) pair is tested once: a name recurs (once per search its document led
+    # to), and the commonness count and the columns below both read it.
+    in_texts = {n: [holds_name(t, n) for t in texts] for _, n in names}
     most = max(1.0, COMMON_NAME * len(docs))
-    holders = {
-        (p, n): sum(holds_name(t, n) for j, t in enumerate(texts) if j != p) for p, n in names
-    }
-    names = [(p, n) for p, n in names if holders[p, n] <= most]
+    names = [(p, n) for p, n in names if sum(in_texts[n]) - in_texts[n][p] <= most]
+    titles = [d.title.lower() for d in docs]
+    in_titles = {n: [holds_name(t, n) for t in titles] for _, n in names}
     rows = []
-    for i, d in enumerate(docs):
-        text, title = texts[i], d.title.lower()
-        in_text = [relevance[p] for p, n in names if p != i and holds_name(text, n)]
-        in_title = [relevance[p] for p, n in names if p != i and holds_name(title, n)]
+    for i in range(len(docs)):
+        in_text = [relevance[p] for p, n in names if p != i and in_texts[n][i]]
+        in_title = [relevance[p] for p, n in names if p != i and in_titles[n][i]]
         rows.append(
             (max(in_text, default=0.0), max(in_title, default=0.0), math.log1p(len(in_text)))
         )

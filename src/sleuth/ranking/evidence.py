@@ -55,7 +55,7 @@ def question_evidence(
         graph = index.graph
         scores = graph.scores(question, seeds or {})
         ppr = {d: float(scores[graph.doc_number[d]]) for d in wanted if d in graph.doc_number}
-    titles = {d: lexical.rows[lexical.rows_of_doc[d][0]].title for d in wanted}
+    titles = {d: lexical.title_of(d) for d in wanted}
     common = {
         d for d, t in titles.items() if t and lexical.word_share(bare_title(t)) > COMMON_TITLE
     }

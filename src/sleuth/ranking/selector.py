@@ -37,8 +37,7 @@ of 3–4-hop chains (docs/RESULTS.md, "A reserved place for a chain's far end").
 
 
 def document_title(index: Index, doc_id: str) -> str:
-    rows = index.document_chunks(doc_id)
-    return rows[0].title if rows else ""
+    return index.lexical.title_of(doc_id)
 
 
 def seen_features(
