@@ -174,19 +174,17 @@ class CorpusGraph:
     stamp: Stamp
     rare_df: int = RARE_DF
     maps: dict[str, IdMap] | None = None  # saved look-ups ("doc", "node"); made when None
-    node_docs: tuple[np.ndarray, np.ndarray] = field(default=None)  # type: ignore[assignment]
-    """Each node's documents (indptr, indices: the incidence by column); made when None."""
+    saved_node_docs: tuple[np.ndarray, np.ndarray] | None = None  # as node_docs; made when None
     doc_number: Mapping[str, int] = field(init=False)
     node_number: Mapping[str, int] = field(init=False)
+    node_docs: tuple[np.ndarray, np.ndarray] = field(init=False)
+    """Each node's documents: indptr and indices of the incidence by column."""
 
     def __post_init__(self) -> None:
         maps = self.maps or {}
         self.doc_number = maps["doc"] if "doc" in maps else IdMap.build(self.doc_ids)
         self.node_number = maps["node"] if "node" in maps else IdMap.build(self.nodes)
-        self.maps = None  # held as doc_number / node_number
-        if self.node_docs is None:
-            by_node = self.incidence.tocsc()
-            self.node_docs = (by_node.indptr, by_node.indices)
+        self.node_docs = self.saved_node_docs or _by_column(self.incidence)
         self.df = np.diff(self.node_docs[0])  # documents naming each node
         degree = np.asarray(self.adjacency.sum(axis=1), dtype=np.float64).ravel()
         self._sqrt_degree = np.sqrt(np.where(degree > 0, degree, 1.0))
@@ -423,6 +421,11 @@ class LinkFactors:
         links = (links - sp.diags(links.diagonal())).tocsr()
         links.eliminate_zeros()
         return links.astype(np.float32)
+
+
+def _by_column(incidence: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
+    by_node = incidence.tocsc()
+    return by_node.indptr, by_node.indices
 
 
 def _links(incidence: sp.csr_matrix, title_node: np.ndarray, rare_df: int) -> sp.csr_matrix:
