@@ -315,6 +315,20 @@ def test_ingest_builds_and_updates_the_graph_and_an_old_index_builds_it(tmp_path
     assert (tmp_path / "ix" / "graph" / "adj_data.npy").exists()
 
 
+def test_an_index_with_a_schema_1_graph_answers_the_same_and_saves_it_once(tmp_path):
+    Index.create(tmp_path / "ix", embedder="hash:64").ingest(_documents(CORPUS))
+    folder = tmp_path / "ix" / "graph"
+    first = Index.open(tmp_path / "ix")
+    asked = ("Who founded Alpha Corp?", ["alpha", "beta", "c", "d", "lonely"])
+    before = (question_evidence(first, *asked).ppr, _answers(first.graph))
+    shutil.rmtree(folder)
+    _save_v1(CorpusGraph.build(first.lexical.rows, first.lexical.stamp), folder)
+    old = Index.open(tmp_path / "ix")
+    assert (question_evidence(old, *asked).ppr, _answers(old.graph)) == before
+    assert json.loads((folder / "graph.json").read_text())["schema_version"] == 2
+    assert isinstance(old.graph.doc_ids, StrColumn) and not (folder / "graph.npz").exists()
+
+
 def test_ppr_column_is_the_share_of_the_best_seen():
     docs = [SeenDoc("a", "A", ranks=[(0, 1)]), SeenDoc("b", "B", ranks=[(0, 3)])]
     assert hop_seeds(docs) == {"a": 1.0}
