@@ -54,9 +54,18 @@ def phase_lexbuild(n: int, folder: Path) -> dict:
     }
 
 
+def index_lexical(index: Path) -> Path:
+    """The lexical side a full index serves: the folder its manifest names (``lexical-G`` after
+    an update), not a guessed ``lexical``."""
+    from sleuth.index.manifest import read_manifest
+
+    return index / read_manifest(index).lexical_dir
+
+
 def phase_lexserve(folder: Path, questions: int) -> dict:
     """Open a saved lexical side; BM25 top 25 (search_corpus's ``bm25_k``; partial vs full sort,
-    side by side), the selector's BM25 evidence (first vs repeated question), grep and read."""
+    side by side), the selector's BM25 evidence (first vs repeated question), grep and read.
+    The side is opened as it is on disk (never upgraded or rewritten): what serving maps."""
     import sleuth.index.lexical as lexmod
     from _corpus import questions as read_questions
     from _grep_scale import grep_patterns
@@ -66,8 +75,9 @@ def phase_lexserve(folder: Path, questions: int) -> dict:
 
     rss0 = rss_now_mib()
     t0 = time.perf_counter()
-    lex = lexmod.LexicalIndex.load(folder)
-    assert lex is not None, folder
+    lex = lexmod.LexicalIndex.load(folder, upgrade=False)
+    if lex is None:
+        raise SystemExit(f"no lexical side at {folder}")
     out: dict = {"chunks": len(lex.rows), "open_s": round(time.perf_counter() - t0, 2)}
     out["rss_open_mib"] = round(rss_now_mib() - rss0)
     qs = read_questions(questions)
@@ -105,7 +115,7 @@ def phase_lexserve(folder: Path, questions: int) -> dict:
     base = [r.text for r in rng.sample(lex.rows, min(3000, len(lex.rows)))]
     greps = [p for ps in grep_patterns(base, 4).values() for p in ps]
     out["grep_corpus"] = timed(tools.grep_corpus, [(p,) for p in greps])
-    docs = rng.sample(list(lex.rows_of_doc), 50)
+    docs = rng.sample(list(lex.rows_of_doc), min(50, len(lex.rows_of_doc)))
     out["read_document"] = timed(tools.read_document, [(d,) for d in docs])
     out["parts"] = lexical_parts(lex)
     out["peak_rss_mib"] = round(rss_peak_mib())

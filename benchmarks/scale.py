@@ -267,6 +267,7 @@ def compare_open(a: argparse.Namespace) -> None:
 
 def run_phase(a: argparse.Namespace) -> dict:
     from _scale_lexical import (
+        index_lexical,
         phase_lexbuild,
         phase_lexconvert,
         phase_lexmaps,
@@ -278,7 +279,7 @@ def run_phase(a: argparse.Namespace) -> dict:
     cols = a.work / f"lex-{a.n}-cols"
     if a.phase.startswith("lexserve"):  # lexserve-jsonl: the side as lexbuild saved it
         side = cols if (cols / "columns.json").exists() and a.phase == "lexserve" else lexical
-        return phase_lexserve(full / "lexical" if full.exists() else side, a.questions)
+        return phase_lexserve(index_lexical(full) if full.exists() else side, a.questions)
     if a.phase.startswith("lexopen"):
         side = {"columns": cols, "maps": a.work / f"lex-{a.n}-maps"}.get(a.phase[8:], lexical)
         return phase_lexopen(side, a.questions)

@@ -2,18 +2,35 @@
 
 from __future__ import annotations
 
+import hashlib
+import io
+import json
 import shutil
+import tempfile
+from pathlib import Path
 from unittest.mock import patch
 
 import numpy as np
+import pytest
 import scipy.sparse as sp
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from sleuth.corpus.models import Document
+from sleuth.errors import InputError
 from sleuth.index import Index
-from sleuth.index.graph import CorpusGraph, LinkFactors, Titles, extract_nodes, title_key
-from sleuth.index.lexical import ChunkRow
+from sleuth.index.columns import StrColumn
+from sleuth.index.graph import (
+    CorpusGraph,
+    LinkFactors,
+    Titles,
+    extract_nodes,
+    open_graph,
+    title_key,
+)
+from sleuth.index.graphfiles import GRAPH_SCHEMA_VERSION
+from sleuth.index.idmap import IdMap
+from sleuth.index.lexical import ChunkRow, LexicalIndex
 from sleuth.ranking.evidence import question_evidence
 from sleuth.ranking.features import (
     SELECTION_COLUMNS,
@@ -177,15 +194,102 @@ def test_pagerank_through_the_link_factors_is_pagerank_over_the_links(n, nodes, 
     assert np.abs(built.ppr(seeds) - alone.ppr(seeds)).sum() < 1e-6
 
 
-def test_saved_and_reloaded_and_a_torn_file_is_rebuilt(tmp_path):
+def _answers(g: CorpusGraph) -> tuple:
+    """What the agent asks of a graph: titles, shares, seeds and PageRank."""
+    names = ["Alpha Corp", "the BETA labs", "Maria Lopez", "XK-200", "Nobody", "Note 3"]
+    return (
+        list(g.doc_ids),
+        list(g.nodes),
+        [g.titled(n) for n in names],
+        [g.share_naming(n) for n in names],
+        g.question_seeds("Who at Beta Labs used part XK-200 and met Maria Lopez?").tolist(),
+        np.round(g.scores("Alpha Corp and Beta Labs", {"c": 1.0, "nope": 2.0}), 12).tolist(),
+        [g.doc_number[d] for d in g.doc_ids] + [g.doc_number.get("nope", -1)],
+    )
+
+
+def _save_v1(g: CorpusGraph, folder) -> None:
+    """A graph as schema 1 saved it: JSON lists and a compressed npz named by its checksum."""
+    buffer = io.BytesIO()
+    a = g.adjacency
+    np.savez_compressed(
+        buffer,
+        inc_indptr=g.incidence.indptr,
+        inc_indices=g.incidence.indices,
+        adj_indptr=a.indptr,
+        adj_indices=a.indices,
+        adj_data=a.data,
+        title_node=g.title_node,
+    )
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "graph.npz").write_bytes(buffer.getvalue())
+    meta = {"schema_version": 1, "stamp": g.stamp, "rare_df": g.rare_df}
+    meta |= {"npz_sha256": hashlib.sha256(buffer.getvalue()).hexdigest()}
+    meta |= {"doc_ids": list(g.doc_ids), "nodes": list(g.nodes)}
+    (folder / "graph.json").write_text(json.dumps(meta))
+
+
+_WORDS = ["Alpha Corp", "Beta Labs", "Oslo", "Maria Lopez", "XK-200", "1999", "Gamma"]
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.lists(st.lists(st.sampled_from(_WORDS), max_size=5), min_size=1, max_size=12))
+def test_a_saved_graph_opens_mapped_with_the_same_answers(named):
+    corpus = {
+        f"d{i}": (_WORDS[i % 7] if i % 3 else "", " and ".join(w)) for i, w in enumerate(named)
+    }
+    g = CorpusGraph.build(_rows(corpus), {"generation": 1}, rare_df=3)
+    with tempfile.TemporaryDirectory() as tmp:
+        g.save(Path(tmp))
+        back = CorpusGraph.load(Path(tmp))
+        assert back is not None and isinstance(back.doc_ids, StrColumn)
+        assert isinstance(back.node_number, IdMap) and back.stamp == g.stamp
+        assert (back.adjacency != g.adjacency).nnz == 0 and (back.incidence != g.incidence).nnz == 0
+        assert _answers(back) == _answers(g)
+
+
+def test_a_schema_1_graph_is_read_and_saved_again_once(tmp_path):
+    g = _graph()
+    _save_v1(g, tmp_path)
+    back = CorpusGraph.load(tmp_path)
+    assert back is not None and _answers(back) == _answers(g)
+    header = json.loads((tmp_path / "graph.json").read_text())
+    assert header["schema_version"] == GRAPH_SCHEMA_VERSION and "doc_ids" not in header
+    assert not (tmp_path / "graph.npz").exists() and isinstance(back.doc_ids, StrColumn)
+    written = {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()}
+    again = CorpusGraph.load(tmp_path)
+    assert again is not None and _answers(again) == _answers(g)
+    assert {p.name: p.stat().st_mtime_ns for p in tmp_path.iterdir()} == written
+    _save_v1(g, tmp_path / "kept")  # not upgraded: read as it is
+    kept = CorpusGraph.load(tmp_path / "kept", upgrade=False)
+    assert kept is not None and _answers(kept) == _answers(g)
+    assert json.loads((tmp_path / "kept" / "graph.json").read_text())["schema_version"] == 1
+
+
+@pytest.mark.parametrize(
+    ("name", "damage", "message"),
+    [
+        ("adj_data.npy", lambda b: b[:-4], "truncated"),
+        ("node.npy", lambda b: b[:-8] + (10**6).to_bytes(8, "little"), "do not fit"),
+        ("inc_indices.npy", lambda b: b[:-4] + b"\xff\xff\x00\x00", "out of range"),
+        ("graph.json", lambda b: b[:10], "unreadable"),
+    ],
+)
+def test_a_damaged_graph_is_refused_in_one_line_and_rebuilt(
+    tmp_path, caplog, name, damage, message
+):
     g = _graph()
     g.save(tmp_path)
-    back = CorpusGraph.load(tmp_path)
-    assert back is not None and back.doc_ids == g.doc_ids and back.nodes == g.nodes
-    assert (back.adjacency != g.adjacency).nnz == 0 and (back.incidence != g.incidence).nnz == 0
-    assert np.allclose(back.scores("Alpha Corp", {}), g.scores("Alpha Corp", {}))
-    (tmp_path / "graph.npz").write_bytes(b"torn")
-    assert CorpusGraph.load(tmp_path) is None
+    path = tmp_path / name
+    path.write_bytes(damage(path.read_bytes()))
+    with pytest.raises(InputError, match=message) as refused:
+        CorpusGraph.load(tmp_path)
+    assert "\n" not in str(refused.value) and "corpus graph damaged" in str(refused.value)
+    lexical = LexicalIndex.build(_rows(CORPUS), {"generation": 1})
+    rebuilt = open_graph(tmp_path, lexical)
+    assert "rebuilding" in caplog.text and sorted(rebuilt.doc_ids) == sorted(g.doc_ids)
+    reopened = CorpusGraph.load(tmp_path)
+    assert reopened is not None and list(reopened.nodes) == list(rebuilt.nodes)
 
 
 def _documents(corpus: dict[str, tuple[str, str]]) -> list[Document]:
@@ -208,7 +312,21 @@ def test_ingest_builds_and_updates_the_graph_and_an_old_index_builds_it(tmp_path
     old = Index.open(tmp_path / "ix")
     evidence = question_evidence(old, "Who founded Alpha Corp?", ["alpha", "beta", "lonely"])
     assert evidence.ppr["alpha"] > evidence.ppr["beta"] > evidence.ppr["lonely"] == 0
-    assert (tmp_path / "ix" / "graph" / "graph.npz").exists()
+    assert (tmp_path / "ix" / "graph" / "adj_data.npy").exists()
+
+
+def test_an_index_with_a_schema_1_graph_answers_the_same_and_saves_it_once(tmp_path):
+    Index.create(tmp_path / "ix", embedder="hash:64").ingest(_documents(CORPUS))
+    folder = tmp_path / "ix" / "graph"
+    first = Index.open(tmp_path / "ix")
+    asked = ("Who founded Alpha Corp?", ["alpha", "beta", "c", "d", "lonely"])
+    before = (question_evidence(first, *asked).ppr, _answers(first.graph))
+    shutil.rmtree(folder)
+    _save_v1(CorpusGraph.build(first.lexical.rows, first.lexical.stamp), folder)
+    old = Index.open(tmp_path / "ix")
+    assert (question_evidence(old, *asked).ppr, _answers(old.graph)) == before
+    assert json.loads((folder / "graph.json").read_text())["schema_version"] == 2
+    assert isinstance(old.graph.doc_ids, StrColumn) and not (folder / "graph.npz").exists()
 
 
 def test_ppr_column_is_the_share_of_the_best_seen():

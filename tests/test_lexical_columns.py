@@ -124,7 +124,7 @@ def test_an_index_written_as_json_lines_opens_and_is_rewritten_once(tmp_path):
     graph = next((tmp_path / "ix").rglob("graph.json"))  # as saved beside a format-4 side
     meta = json.loads(graph.read_text())
     graph.write_text(json.dumps({**meta, "stamp": {**meta["stamp"], "format": 4}}))
-    saved = graph.parent / "graph.npz"
+    saved = graph.parent / "adj_data.npy"
     built = saved.stat().st_mtime_ns
     assert not (folder / HEADER).exists()
     reopened = Index.open(tmp_path / "ix")

@@ -66,10 +66,8 @@ class ChunkRow:
         return f"{self.title}\n{self.text}" if self.title else self.text
 
 
-def damaged(path: Path, why: str) -> InputError:
-    return InputError(
-        f"lexical side damaged ({why}); delete the folder to rebuild it", source=str(path)
-    )
+def damaged(path: Path, why: str, what: str = "lexical side") -> InputError:
+    return InputError(f"{what} damaged ({why}); delete the folder to rebuild it", source=str(path))
 
 
 class StrColumn(Sequence[str]):
@@ -322,58 +320,71 @@ def read_columns(folder: Path) -> tuple[ChunkColumns, LazyJson, LazyJson]:
     expected |= {f"{f}.npy" for f in NUMBERS} | {"docmeta.json", "docsha.json"}
     if missing := sorted(expected - set(sizes)):
         raise damaged(folder / HEADER, f"lists no {missing[0]}")
-    for name, size in sizes.items():
-        try:
-            got = (folder / name).stat().st_size
-        except OSError:
-            raise damaged(folder / name, "missing") from None
-        if got != size:
-            raise damaged(folder / name, f"{got:,} bytes, written {size:,}: truncated?")
-    strings = {f: _str_column(folder, f, n) for f in STRINGS}
-    docs = _str_column(folder, "doc", n_docs)
-    numbers = {f: _array(folder / f"{f}.npy", n) for f in NUMBERS}
+    check_sizes(folder, sizes)
+    strings = {f: load_str_column(folder, f, n) for f in STRINGS}
+    docs = load_str_column(folder, "doc", n_docs)
+    numbers = {f: load_array(folder / f"{f}.npy", n) for f in NUMBERS}
     of_row = numbers["doc_of_row"]
     if n and (of_row.min() < 0 or of_row.max() >= n_docs):
         raise damaged(folder / "doc_of_row.npy", "a row's document out of range")
     maps = None
     if all(f"{name}_hash.npy" in sizes for name in MAPS):
-        maps = {"id": _id_map(folder, "id", strings["id"]), "doc": _id_map(folder, "doc", docs)}
+        maps = {
+            "id": load_id_map(folder, "id", strings["id"]),
+            "doc": load_id_map(folder, "doc", docs),
+        }
     meta = LazyJson(folder / "docmeta.json", lambda pairs: dict(map(tuple, pairs)))
     return ChunkColumns(strings, docs, numbers, maps), meta, LazyJson(folder / "docsha.json")
 
 
-def _id_map(folder: Path, name: str, keys: StrColumn) -> IdMap:
+def check_sizes(folder: Path, sizes: Mapping[str, int], what: str = "lexical side") -> None:
+    """Every file named in a header has the size it was written with (a torn copy has not)."""
+    for name, size in sizes.items():
+        try:
+            got = (folder / name).stat().st_size
+        except OSError:
+            raise damaged(folder / name, "missing", what) from None
+        if got != size:
+            raise damaged(folder / name, f"{got:,} bytes, written {size:,}: truncated?", what)
+
+
+def load_id_map(folder: Path, name: str, keys: StrColumn, what: str = "lexical side") -> IdMap:
     """A saved look-up, checked as far as a wrong answer could come of it: hashes sorted, rows
     in range (a hit is compared with the id itself)."""
     n = len(keys)
-    hashes = _array(folder / f"{name}_hash.npy", n)
-    order = _array(folder / f"{name}_order.npy", n)
+    hashes = load_array(folder / f"{name}_hash.npy", n, what=what)
+    order = load_array(folder / f"{name}_order.npy", n, what=what)
     if n and np.any(hashes[1:] < hashes[:-1]):
-        raise damaged(folder / f"{name}_hash.npy", "hashes not sorted")
+        raise damaged(folder / f"{name}_hash.npy", "hashes not sorted", what)
     if n and (order.min() < 0 or order.max() >= n or np.bincount(order, minlength=n).max() > 1):
-        raise damaged(folder / f"{name}_order.npy", "not one position a row")
+        raise damaged(folder / f"{name}_order.npy", "not one position a row", what)
     for p in {0, n // 2, n - 1} if n else ():  # a few ids hashed again: the same hash function
         if id_hash(keys.blob[keys.offsets[order[p]] : keys.offsets[order[p] + 1]]) != hashes[p]:
-            raise damaged(folder / f"{name}_hash.npy", f"hash {p} is not its id's")
+            raise damaged(folder / f"{name}_hash.npy", f"hash {p} is not its id's", what)
     return IdMap(keys, hashes, order)
 
 
-def _array(path: Path, n: int) -> np.ndarray:
+def load_array(
+    path: Path, n: int, dtype: type = np.int64, what: str = "lexical side"
+) -> np.ndarray:
+    """A saved ``.npy`` of ``n`` values of ``dtype``, memory-mapped (InputError otherwise)."""
     try:
         array = np.load(path, mmap_mode="r", allow_pickle=False)
     except (OSError, ValueError) as e:
-        raise damaged(path, f"unreadable: {type(e).__name__}") from e
-    if array.dtype != np.int64 or array.shape != (n,):
-        raise damaged(path, f"{array.dtype} {array.shape}, expected int64 ({n},)")
+        raise damaged(path, f"unreadable: {type(e).__name__}", what) from e
+    if array.dtype != dtype or array.shape != (n,):
+        expected = np.dtype(dtype).name
+        raise damaged(path, f"{array.dtype} {array.shape}, expected {expected} ({n},)", what)
     return np.asarray(array)
 
 
-def _str_column(folder: Path, name: str, n: int) -> StrColumn:
-    offsets = _array(folder / f"{name}.npy", n + 1)
+def load_str_column(folder: Path, name: str, n: int, what: str = "lexical side") -> StrColumn:
+    """``name.bin`` (the strings' UTF-8) and ``name.npy`` (their offsets), mapped and checked."""
+    offsets = load_array(folder / f"{name}.npy", n + 1, what=what)
     path = folder / f"{name}.bin"
     size = path.stat().st_size
     if offsets[0] != 0 or offsets[-1] != size or np.any(np.diff(offsets) < 0):
-        raise damaged(folder / f"{name}.npy", f"offsets do not fit {name}.bin")
+        raise damaged(folder / f"{name}.npy", f"offsets do not fit {name}.bin", what)
     blob: bytes | mmap.mmap = b""
     if size:
         with open(path, "rb") as f:

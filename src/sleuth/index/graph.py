@@ -11,8 +11,8 @@ Personalised PageRank over these links, seeded by the nodes the question names a
 documents a search ranked best, scores documents a few links away from what was found: the
 next hop's candidates. The graph is a function of the chunk rows alone, so it is rebuilt from
 the lexical side whenever that changes (an ingest, a removal, or an index built before the
-graph existed, on first use). Stored as ``graph/graph.npz`` (scipy sparse matrices) plus
-``graph/graph.json`` (schema version, stamp, document ids, the node vocabulary).
+graph existed, on first use). Stored in ``graph/`` as memory-mapped columns and arrays
+(:mod:`sleuth.index.graphfiles`); a graph saved in schema 1 is read once and saved again.
 """
 
 from __future__ import annotations
@@ -20,19 +20,21 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import io
-import json
+import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
+from sleuth.errors import InputError
+from sleuth.index.graphfiles import GRAPH_SCHEMA_VERSION, read_graph, read_header, write_graph
+from sleuth.index.idmap import IdMap
 from sleuth.index.lexical import JSONL_FORMAT, ChunkRow, LexicalIndex, Stamp
-from sleuth.io import atomic_write_bytes, atomic_write_text
 
-GRAPH_SCHEMA_VERSION = 1
 GRAPH_FOLDER = "graph"
 RARE_DF = 20
 """A node in more documents than this is a hub: it links none of them (it can still seed)."""
@@ -110,13 +112,35 @@ class Titles:
             words = key.split()
             self.longest[words[0]] = max(self.longest.get(words[0], 0), len(words))
 
+    def has(self, key: str) -> bool:
+        return key in self.keys
+
+    def longest_from(self, word: str) -> int:
+        """Words in the longest title starting with ``word`` (0: none does)."""
+        return self.longest.get(word, 0)
+
     def within(self, lowered: list[str]) -> Iterable[str]:
         """Every run of ``lowered`` words that is a title key."""
         for start, word in enumerate(lowered):
-            for size in range(1, min(self.longest.get(word, 0), len(lowered) - start) + 1):
+            for size in range(1, min(self.longest_from(word), len(lowered) - start) + 1):
                 part = " ".join(lowered[start : start + size])
-                if part in self.keys:
+                if self.has(part):
                     yield part
+
+
+class GraphTitles(Titles):
+    """A graph's titles looked up through its node map and owners, with no set of strings:
+    every run of a question's names is tried (a few dozen look-ups)."""
+
+    def __init__(self, graph: CorpusGraph):
+        self.graph = graph
+
+    def has(self, key: str) -> bool:
+        node = self.graph.node_number.get(key)
+        return node is not None and len(self.graph.owned(node)) > 0
+
+    def longest_from(self, word: str) -> int:
+        return 1 << 30
 
 
 def extract_nodes(text: str, titles: Titles | None = None) -> set[str]:
@@ -142,27 +166,39 @@ def extract_nodes(text: str, titles: Titles | None = None) -> set[str]:
 class CorpusGraph:
     """Documents × nodes incidence, document links, and which node is each document's title."""
 
-    doc_ids: list[str]
-    nodes: list[str]
+    doc_ids: Sequence[str]  # a list when built; a mapped column when loaded
+    nodes: Sequence[str]
     incidence: sp.csr_matrix  # documents × nodes, 1.0 where the document names the node
     adjacency: sp.csr_matrix  # documents × documents, symmetric link weights, zero diagonal
     title_node: np.ndarray  # per document: its title's node number, or -1
     stamp: Stamp
     rare_df: int = RARE_DF
+    maps: dict[str, IdMap] | None = None  # saved look-ups ("doc", "node"); made when None
+    saved_node_docs: tuple[np.ndarray, np.ndarray] | None = None  # as node_docs; made when None
+    doc_number: Mapping[str, int] = field(init=False)
+    node_number: Mapping[str, int] = field(init=False)
+    node_docs: tuple[np.ndarray, np.ndarray] = field(init=False)
+    """Each node's documents: indptr and indices of the incidence by column."""
 
     def __post_init__(self) -> None:
-        self.node_number = {n: i for i, n in enumerate(self.nodes)}
-        self.doc_number = {d: i for i, d in enumerate(self.doc_ids)}
-        self.df = np.asarray(self.incidence.sum(axis=0)).ravel()
+        maps = self.maps or {}
+        self.doc_number = maps["doc"] if "doc" in maps else IdMap.build(self.doc_ids)
+        self.node_number = maps["node"] if "node" in maps else IdMap.build(self.nodes)
+        self.node_docs = self.saved_node_docs or _by_column(self.incidence)
+        self.df = np.diff(self.node_docs[0])  # documents naming each node
         degree = np.asarray(self.adjacency.sum(axis=1), dtype=np.float64).ravel()
         self._sqrt_degree = np.sqrt(np.where(degree > 0, degree, 1.0))
         self._walk = _walk_operator(self, degree, self._sqrt_degree)
-        self._by_node = self.incidence.tocsc()  # a node's documents
-        self._owners: dict[int, list[int]] = {}
-        for doc, node in enumerate(self.title_node.tolist()):
-            if node >= 0:
-                self._owners.setdefault(node, []).append(doc)
-        self._titles = Titles(self.nodes[n] for n in self._owners)
+        titled = np.flatnonzero(self.title_node >= 0)  # owners: documents sorted by title node
+        self._owner_docs = titled[np.argsort(self.title_node[titled], kind="stable")]
+        self._owner_nodes = np.asarray(self.title_node[self._owner_docs])
+        self._titles = GraphTitles(self)
+
+    def owned(self, node: int) -> np.ndarray:
+        """The documents whose title is ``node``, in document order."""
+        owners = self._owner_nodes
+        start, end = owners.searchsorted(node), owners.searchsorted(node, side="right")
+        return self._owner_docs[start:end]
 
     @classmethod
     def build(cls, rows: Sequence[ChunkRow], stamp: Stamp, rare_df: int = RARE_DF) -> CorpusGraph:
@@ -194,7 +230,7 @@ class CorpusGraph:
         """Ids of the documents titled ``name`` (compared as title keys: case, spacing, a
         leading article and a trailing "(...)" aside); none when no document is."""
         node = self.node_number.get(title_key(name))
-        return [self.doc_ids[d] for d in self._owners.get(node, [])] if node is not None else []
+        return [self.doc_ids[d] for d in self.owned(node).tolist()] if node is not None else []
 
     def share_naming(self, name: str) -> float:
         """The share of documents that name ``name`` (as a node key); 0.0 when none does."""
@@ -212,11 +248,10 @@ class CorpusGraph:
             if node is None:
                 continue
             weight = np.log1p(n / self.df[node])
-            docs = self._by_node.indices[
-                self._by_node.indptr[node] : self._by_node.indptr[node + 1]
-            ]
+            indptr, indices = self.node_docs
+            docs = indices[indptr[node] : indptr[node + 1]]
             seeds[docs] += weight / len(docs)
-            seeds[self._owners.get(node, [])] += weight
+            seeds[self.owned(node)] += weight
         return seeds
 
     def ppr(self, seeds: np.ndarray, damping: float = DAMPING, tol: float = PPR_TOL) -> np.ndarray:
@@ -254,41 +289,61 @@ class CorpusGraph:
 
     # -- persistence --------------------------------------------------------------------
     def save(self, folder: Path) -> None:
-        """The matrices, then the JSON that names their checksum (written last: a torn save
-        fails the check on load and the graph is rebuilt)."""
-        buffer = io.BytesIO()
-        a = self.adjacency
-        np.savez_compressed(
-            buffer,
-            inc_indptr=self.incidence.indptr,
-            inc_indices=self.incidence.indices,
-            adj_indptr=a.indptr,
-            adj_indices=a.indices,
-            adj_data=a.data,
-            title_node=self.title_node,
-        )
-        data = buffer.getvalue()
-        atomic_write_bytes(folder / "graph.npz", data)
-        meta = {
-            "schema_version": GRAPH_SCHEMA_VERSION,
-            "stamp": self.stamp,
-            "rare_df": self.rare_df,
-            "npz_sha256": hashlib.sha256(data).hexdigest(),
-            "doc_ids": self.doc_ids,
-            "nodes": self.nodes,
-        }
-        atomic_write_text(folder / "graph.json", json.dumps(meta, ensure_ascii=False))
+        """Every part as its own file (:func:`~sleuth.index.graphfiles.write_graph`)."""
+        parts: dict[str, Any] = {"doc_keys": self.doc_ids, "doc_map": self.doc_number}
+        parts |= {"node_keys": self.nodes}
+        parts |= {"node_map": self.node_number, "incidence": self.incidence}
+        parts |= {"adjacency": self.adjacency, "node_docs": self.node_docs}
+        write_graph(folder, parts | {"title_node": self.title_node}, self._header())
+
+    def _header(self) -> dict[str, Any]:
+        return {"stamp": self.stamp, "rare_df": self.rare_df}
 
     @classmethod
-    def load(cls, folder: Path) -> CorpusGraph | None:
-        """The saved graph; None when missing, torn, or of another schema (rebuild it)."""
+    def load(cls, folder: Path, *, upgrade: bool = True) -> CorpusGraph | None:
+        """The saved graph, mapped; None when missing, torn in schema 1, or of another schema
+        (rebuild it). A schema-1 graph is saved again in schema 2 (``upgrade``; kept as read
+        when the folder is read-only).
+
+        Raises:
+            InputError: a schema-2 graph truncated or damaged (one line naming the file)."""
+        header = read_header(folder)
+        if header is None:
+            return None
+        if header.get("schema_version") == 1:
+            graph = cls._load_v1(folder, header)
+            if graph is not None and upgrade:
+                with contextlib.suppress(OSError):
+                    graph.save(folder)
+                    return cls.load(folder, upgrade=False)
+            return graph
+        if header.get("schema_version") != GRAPH_SCHEMA_VERSION:
+            return None
+        parts = read_graph(folder, header)
         try:
-            meta = json.loads((folder / "graph.json").read_text(encoding="utf-8"))
+            stamp, rare_df = dict(header["stamp"]), int(header["rare_df"])
+        except (KeyError, TypeError, ValueError):
+            return None
+        maps = {"doc": parts["doc_map"], "node": parts["node_map"]}
+        return cls(
+            parts["doc_keys"],
+            parts["node_keys"],
+            parts["incidence"],
+            parts["adjacency"],
+            parts["title_node"],
+            stamp,
+            rare_df,
+            maps,
+            parts["node_docs"],
+        )
+
+    @classmethod
+    def _load_v1(cls, folder: Path, meta: dict[str, Any]) -> CorpusGraph | None:
+        """Schema 1: ids and nodes as JSON lists, matrices in a compressed ``graph.npz`` whose
+        checksum ``graph.json`` names; None when torn."""
+        try:
             data = (folder / "graph.npz").read_bytes()
-            if (
-                meta.get("schema_version") != GRAPH_SCHEMA_VERSION
-                or hashlib.sha256(data).hexdigest() != meta["npz_sha256"]
-            ):
+            if hashlib.sha256(data).hexdigest() != meta["npz_sha256"]:
                 return None
             z = np.load(io.BytesIO(data))
             n_docs, n_nodes = len(meta["doc_ids"]), len(meta["nodes"])
@@ -368,6 +423,11 @@ class LinkFactors:
         return links.astype(np.float32)
 
 
+def _by_column(incidence: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:
+    by_node = incidence.tocsc()
+    return by_node.indptr, by_node.indices
+
+
 def _links(incidence: sp.csr_matrix, title_node: np.ndarray, rare_df: int) -> sp.csr_matrix:
     """Symmetric document links: shared rare nodes (each adds 1/(df−1), so a pair sharing one
     node of two documents weighs 1) plus ``TITLE_WEIGHT`` from a document to each one it names
@@ -420,7 +480,11 @@ def _conjugate_gradients(
 def open_graph(folder: Path, lexical: LexicalIndex) -> CorpusGraph:
     """The graph saved in ``folder`` when it matches ``lexical``'s stamp, else one built from
     its rows and saved (kept in memory only when the folder is read-only)."""
-    loaded = CorpusGraph.load(folder)
+    try:
+        loaded = CorpusGraph.load(folder)
+    except InputError as e:  # derived data: rebuilt from the rows, as a damaged lexical side
+        logging.getLogger(__name__).warning("rebuilding the corpus graph: %s", e)
+        loaded = None
     # format 5 changed only how the rows are stored: a graph of the same rows as JSON lines fits
     if loaded is not None and loaded.stamp in (
         lexical.stamp,
