@@ -126,7 +126,7 @@ class HeuristicAgent:
         hops_done = len({o.turn for o in seen if o.tool == SEARCH_CORPUS}) - 1
         if hops_done < self.max_hops:
             count = self.bridge_entities if hops_done == 0 else self.later_bridges
-            weak = self._weak_chunks(question, seen, ranked, self._overflow(messages, count))
+            weak = self._weak_chunks(question, seen, ranked, self._overflow(messages))
             bridges = (
                 self._bridge_queries(question, seen, ranked, count, titled_only=bool(weak))
                 if weak is not None
@@ -165,14 +165,16 @@ class HeuristicAgent:
         docs, searches = trail(seen, self.selector.title)
         return self.selector.rank(question, docs, searches)
 
-    def _overflow(self, messages: list[dict[str, Any]], searches: int) -> int:
-        """Tokens the view must shed so that another round of ``searches`` results fits under
-        half the budget (the soft threshold); negative when it fits as it is."""
+    def _overflow(self, messages: list[dict[str, Any]]) -> int:
+        """Tokens the view must shed so that another full round of results fits under half the
+        budget (the soft threshold); negative when it fits as it is. A smaller later round
+        (:attr:`later_bridges`) keeps this gate: sized to its own results it ran rounds a full
+        one would not, more turns for the selector to rank (slower, patents +5% searches)."""
         usage = token_usage(messages)
         if usage is None:
             return -1
         used, total = usage
-        return used + searches * _RESULT_TOKENS - total // 2
+        return used + self.bridge_entities * _RESULT_TOKENS - total // 2
 
     def _weak_chunks(
         self, question: str, seen: list[ToolReply], ranked: list[tuple[str, float]], need: int
