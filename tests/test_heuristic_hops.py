@@ -245,3 +245,27 @@ def test_a_smaller_round_runs_only_where_a_full_round_would():
     assert isinstance(reply, str) and '<Document id="zephyr">' in reply
     made = calls_of(agent(transcript(second_round(), used=11_000), 2))
     assert [name for name, _ in made] == [SEARCH_CORPUS, SEARCH_CORPUS]
+
+
+def third_round() -> list[list[tuple[str, list[ChunkHit]]]]:
+    """Two bridge rounds done: the second (Arcadia Works) showed only Arcadia's page."""
+    first = [chunk("zephyr", ZEPHYR, 40), *(chunk(f"p{i}", "a page.", 5) for i in range(4))]
+    arcadia = chunk("arcadia", "Arcadia Works was founded by Gus Hale in Delta Yard.", 20)
+    ivo = chunk("ivo", "Ivo Brand was an engineer.", 20)
+    return [[(QUESTION, first)], [("Ivo Brand built", [ivo])], [("Arcadia Works built", [arcadia])]]
+
+
+def test_a_round_that_brings_nothing_into_the_top_five_is_the_last():
+    """Arcadia's page, the second round's only new document, ranked sixth behind five earlier
+    ones: the agent answers; ranked second, or with the rule off, a third round searches. The
+    rule waits for ``settled_after`` rounds."""
+    behind = StubSelector(["zephyr", "p0", "p1", "p2", "p3", "arcadia", "ivo"])
+    reply = HeuristicAgent(selector=behind)(transcript(third_round(), used=3_000), 3)  # type: ignore[arg-type]
+    assert isinstance(reply, str) and '<Document id="zephyr">' in reply
+    early = HeuristicAgent(selector=behind)(transcript(third_round()[:2], used=3_000), 2)  # type: ignore[arg-type]
+    assert searched(early)  # the first round's nothing new (Ivo, 7th) does not stop the second
+    off = HeuristicAgent(selector=behind, settled_after=9)  # type: ignore[arg-type]
+    assert searched(off(transcript(third_round(), used=3_000), 3))
+    ahead = StubSelector(["zephyr", "arcadia", "p0", "p1", "p2", "p3", "ivo"])
+    made = HeuristicAgent(selector=ahead)(transcript(third_round(), used=3_000), 3)  # type: ignore[arg-type]
+    assert searched(made)[0] == "Delta"

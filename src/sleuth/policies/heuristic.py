@@ -5,8 +5,9 @@
 2. Hop: order every document seen so far (the learned selector when one is given, else RRF over
    the searches) and search for the names the best documents mention that no search has asked
    for and no seen document is titled, names that title an unseen corpus document first — each
-   with the question words the best document leaves unexplained. Repeat while a hop brings new
-   names, up to ``max_hops``, and while the token budget leaves room for another round of
+   with the question words the best document leaves unexplained (fewer names after the first
+   round). Repeat while a hop brings new names, up to ``max_hops``, until a later round brings
+   nothing new into the top five, and while the token budget leaves room for another round of
    results, pruning the weakest chunks only when that room needs it (a chunk pruned is a
    document the final list can no longer rank) and only for a round with a name that titles an
    unseen document.
@@ -77,6 +78,9 @@ class HeuristicAgent:
     name_floor: float = 0.5
     """A name scoring under this share of its round's best is not searched (a mere mention
     beside a title of an unseen document: no gold from 164 such pooled searches)."""
+    settled_after: int = 2
+    """From this many bridge rounds on, a round that brought no new document into the top five
+    is the last (the next would search names of the same documents again)."""
     expand_docs: int = 3
     """Names are taken from this many best documents (weighted 1/rank)..."""
     title_docs: int = 5
@@ -124,7 +128,7 @@ class HeuristicAgent:
             return self._first_searches(question, described)
         ranked = self.rank(question, seen)
         hops_done = len({o.turn for o in seen if o.tool == SEARCH_CORPUS}) - 1
-        if hops_done < self.max_hops:
+        if hops_done < self.max_hops and not self._settled(ranked, seen, hops_done):
             count = self.bridge_entities if hops_done == 0 else self.later_bridges
             weak = self._weak_chunks(question, seen, ranked, self._overflow(messages))
             bridges = (
@@ -140,6 +144,16 @@ class HeuristicAgent:
                     calls.append(call(READ_DOCUMENT, doc_id=ranked[0][0]))
                 return turn(*calls)
         return self.answer(question, ranked, seen)
+
+    def _settled(self, ranked: list[tuple[str, float]], seen: list[ToolReply], hops: int) -> bool:
+        """After :attr:`settled_after` bridge rounds: none of the top five documents was first
+        shown by the latest round's searches."""
+        if hops < self.settled_after:
+            return False
+        searches = [o for o in seen if o.tool == SEARCH_CORPUS]
+        last = max(o.turn for o in searches)
+        before = {doc_id_of(c.id) for o in seen if o.turn < last for c in o.chunks}
+        return all(doc in before for doc, _ in ranked[:5])
 
     def _describe_first(self, messages: list[dict[str, Any]], question: str) -> bool:
         """Filters on, the tool offered (the system prompt names it) and a cue in the question."""
