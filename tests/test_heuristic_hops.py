@@ -130,10 +130,10 @@ def test_a_title_that_many_documents_name_is_a_hub_not_a_link():
     """Arcadia Works named by 6 of 100 documents (over ``hub_share``): no boost, so it falls
     behind Delta Yard (a title) and Ivo Brand (first in the text)."""
     selector = StubSelector(["zephyr"], hub=5)
-    agent = HeuristicAgent(selector=selector)  # type: ignore[arg-type]
+    agent = HeuristicAgent(selector=selector, name_floor=0.0)  # type: ignore[arg-type]
     queries = names_searched(agent, [chunk("zephyr", ZEPHYR, 40)])
     assert [q.split()[0] for q in queries] == ["Delta", "Ivo", "Arcadia"]
-    wide = HeuristicAgent(selector=selector, hub_share=0.1)  # type: ignore[arg-type]
+    wide = HeuristicAgent(selector=selector, hub_share=0.1, name_floor=0.0)  # type: ignore[arg-type]
     queries = names_searched(wide, [chunk("zephyr", ZEPHYR, 40)])
     assert [q.split()[0] for q in queries] == ["Arcadia", "Delta", "Ivo"]
 
@@ -141,7 +141,7 @@ def test_a_title_that_many_documents_name_is_a_hub_not_a_link():
 def test_documents_past_the_best_three_give_only_titles_of_unseen_documents():
     """The 4th document names North Lake (a title) and Gus Hale (none): only the title counts."""
     selector = StubSelector(["zephyr", "p2", "p3", "p4"])
-    agent = HeuristicAgent(selector=selector, bridge_entities=9)  # type: ignore[arg-type]
+    agent = HeuristicAgent(selector=selector, bridge_entities=9, name_floor=0.0)  # type: ignore[arg-type]
     shown = [chunk("zephyr", ZEPHYR, 40), chunk("p2", "a page.", 5), chunk("p3", "a page.", 5)]
     queries = names_searched(agent, [*shown, chunk("p4", "Gus Hale swam in North Lake.", 9)])
     assert [q.split()[0] for q in queries] == ["Arcadia", "Delta", "Ivo", "North"]
@@ -150,7 +150,7 @@ def test_documents_past_the_best_three_give_only_titles_of_unseen_documents():
 def test_a_name_that_titles_only_seen_documents_is_not_searched():
     """Delta Yard is already in view: searching its name again spends a search on nothing."""
     selector = StubSelector(["zephyr", "delta"])
-    agent = HeuristicAgent(selector=selector, bridge_entities=3)  # type: ignore[arg-type]
+    agent = HeuristicAgent(selector=selector, bridge_entities=3, name_floor=0.0)  # type: ignore[arg-type]
     shown = [chunk("zephyr", ZEPHYR, 40), chunk("delta", "A yard by North Lake.", 20)]
     queries = names_searched(agent, shown)
     assert [q.split()[0] for q in queries] == ["Arcadia", "North", "Ivo"]
@@ -180,7 +180,7 @@ def test_a_round_that_must_prune_needs_a_title_of_an_unseen_document():
 def test_a_round_that_must_prune_and_has_a_title_to_follow_searches_as_before():
     """One title of an unseen document (Arcadia Works) is enough: the round runs with its usual
     names, untitled ones included, and prunes what it needs."""
-    agent = HeuristicAgent(selector=StubSelector(["zephyr"]), keep_docs=1)  # type: ignore[arg-type]
+    agent = HeuristicAgent(selector=StubSelector(["zephyr"]), keep_docs=1, name_floor=0.0)  # type: ignore[arg-type]
     shown = [chunk("zephyr", ZEPHYR, 40), *WEAK]
     made = calls_of(agent(transcript([[(QUESTION, shown)]], used=14_000), 1))
     queries = [args["query"].split()[0] for name, args in made if name == SEARCH_CORPUS]
@@ -197,3 +197,75 @@ def test_best_names_are_the_highest_scores_ties_in_first_seen_order(scores: dict
     for a, b in zip(chosen, chosen[1:], strict=False):
         tie = scores[a] == scores[b]
         assert scores[a] > scores[b] or (tie and list(scores).index(a) < list(scores).index(b))
+
+
+def second_round() -> list[list[tuple[str, list[ChunkHit]]]]:
+    """The question's search, then a first bridge round that searched Ivo Brand."""
+    ivo = chunk("ivo", "Ivo Brand was an engineer.", 20)
+    return [[(QUESTION, [chunk("zephyr", ZEPHYR, 40)])], [("Ivo Brand built", [ivo])]]
+
+
+def searched(reply: PolicyOutput | str) -> list[str]:
+    return [args["query"].split()[0] for name, args in calls_of(reply) if name == SEARCH_CORPUS]
+
+
+def test_rounds_after_the_first_search_fewer_names():
+    """The second bridge round searches ``later_bridges`` names, the ones a full round would
+    search first; the first round still searches up to ``bridge_entities`` names."""
+    selector = StubSelector(["zephyr", "ivo"])
+    agent = HeuristicAgent(selector=selector, name_floor=0.0)  # type: ignore[arg-type]
+    assert searched(agent(transcript(second_round(), used=2_000), 2)) == ["Arcadia", "Delta"]
+    one = HeuristicAgent(selector=selector, later_bridges=1)  # type: ignore[arg-type]
+    assert searched(one(transcript(second_round(), used=2_000), 2)) == ["Arcadia"]
+    first = agent(transcript([second_round()[0]], used=2_000), 1)
+    assert searched(first) == ["Arcadia", "Delta", "Ivo"]
+
+
+def test_a_name_far_below_the_best_is_not_searched():
+    """Ivo Brand (a mention, 1.0) beside two titles of unseen documents (3.0 each) is under half
+    the best score: not searched. Without titles every name scores alike and all are searched."""
+    selector = StubSelector(["zephyr"])
+    agent = HeuristicAgent(selector=selector)  # type: ignore[arg-type]
+    assert [q.split()[0] for q in names_searched(agent, [chunk("zephyr", ZEPHYR, 40)])] == [
+        "Arcadia",
+        "Delta",
+    ]
+    plain = HeuristicAgent(selector=selector, title_boost=1.0)  # type: ignore[arg-type]
+    queries = names_searched(plain, [chunk("zephyr", ZEPHYR, 40)])
+    assert [q.split()[0] for q in queries] == ["Ivo", "Arcadia", "Delta"]
+
+
+def test_a_smaller_round_runs_only_where_a_full_round_would():
+    """13,000 tokens used: a full round (3 x 1,500) would need room no weak chunk can free (Ivo
+    Brand's page is rated 0.5), so the agent answers, although the two results of a later
+    round would fit; with room for a full round the later round searches two names."""
+    selector = StubSelector(["zephyr", "ivo"])
+    agent = HeuristicAgent(selector=selector, keep_docs=1)  # type: ignore[arg-type]
+    reply = agent(transcript(second_round(), used=13_000), 2)
+    assert isinstance(reply, str) and '<Document id="zephyr">' in reply
+    made = calls_of(agent(transcript(second_round(), used=11_000), 2))
+    assert [name for name, _ in made] == [SEARCH_CORPUS, SEARCH_CORPUS]
+
+
+def third_round() -> list[list[tuple[str, list[ChunkHit]]]]:
+    """Two bridge rounds done: the second (Arcadia Works) showed only Arcadia's page."""
+    first = [chunk("zephyr", ZEPHYR, 40), *(chunk(f"p{i}", "a page.", 5) for i in range(4))]
+    arcadia = chunk("arcadia", "Arcadia Works was founded by Gus Hale in Delta Yard.", 20)
+    ivo = chunk("ivo", "Ivo Brand was an engineer.", 20)
+    return [[(QUESTION, first)], [("Ivo Brand built", [ivo])], [("Arcadia Works built", [arcadia])]]
+
+
+def test_a_round_that_brings_nothing_into_the_top_five_is_the_last():
+    """Arcadia's page, the second round's only new document, ranked sixth behind five earlier
+    ones: the agent answers; ranked second, or with the rule off, a third round searches. The
+    rule waits for ``settled_after`` rounds."""
+    behind = StubSelector(["zephyr", "p0", "p1", "p2", "p3", "arcadia", "ivo"])
+    reply = HeuristicAgent(selector=behind)(transcript(third_round(), used=3_000), 3)  # type: ignore[arg-type]
+    assert isinstance(reply, str) and '<Document id="zephyr">' in reply
+    early = HeuristicAgent(selector=behind)(transcript(third_round()[:2], used=3_000), 2)  # type: ignore[arg-type]
+    assert searched(early)  # the first round's nothing new (Ivo, 7th) does not stop the second
+    off = HeuristicAgent(selector=behind, settled_after=9)  # type: ignore[arg-type]
+    assert searched(off(transcript(third_round(), used=3_000), 3))
+    ahead = StubSelector(["zephyr", "arcadia", "p0", "p1", "p2", "p3", "ivo"])
+    made = HeuristicAgent(selector=ahead)(transcript(third_round(), used=3_000), 3)  # type: ignore[arg-type]
+    assert searched(made)[0] == "Delta"
