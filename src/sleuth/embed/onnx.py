@@ -152,16 +152,21 @@ def quantize_int8(fp32: Path, out: Path) -> None:
     ffn_out = [name for name in ffn_out if "/attention/" not in name]
     if len(ffn_out) != 6:  # the export's node names changed: do not quantise blindly
         raise RuntimeError(f"expected 6 feed-forward output products, found {len(ffn_out)}")
-    logging.getLogger().setLevel(max(logging.getLogger().level, logging.ERROR))
-    quantize_dynamic(
-        str(fp32),
-        str(out),
-        weight_type=QuantType.QInt8,
-        op_types_to_quantize=["MatMul"],
-        nodes_to_exclude=dynamic + ffn_out,
-        per_channel=True,
-        extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-    )
+    root = logging.getLogger()
+    level = root.level
+    root.setLevel(max(level, logging.ERROR))  # quiet the quantiser's notices, for this call only
+    try:
+        quantize_dynamic(
+            str(fp32),
+            str(out),
+            weight_type=QuantType.QInt8,
+            op_types_to_quantize=["MatMul"],
+            nodes_to_exclude=dynamic + ffn_out,
+            per_channel=True,
+            extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+        )
+    finally:
+        root.setLevel(level)
 
 
 def default_threads() -> int:
