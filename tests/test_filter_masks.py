@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from sleuth.corpus.models import Document
 from sleuth.errors import InputError
 from sleuth.index import Index
-from sleuth.index.fields import MASKS_KEPT
+from sleuth.index.lexical import MASKS_KEPT
 from sleuth.index.where import matches
 from tests.test_metadata_filters import _WHERE, DOCS
 
@@ -40,7 +40,7 @@ def test_kept_masks_equal_fresh_ones_and_stay_bounded(index, wheres, order):
         assert mask.tolist() == _fresh(index, where)
         mask[:] = ~mask  # the caller's copy: the kept mask is untouched
         assert index.rows_matching(where).tolist() == _fresh(index, where)
-    assert index._masks is not None and len(index._masks[1]) <= MASKS_KEPT
+    assert len(index.lexical.kept_masks) <= MASKS_KEPT
 
 
 def test_an_ingest_that_changes_metadata_is_seen_at_once(tmp_path):

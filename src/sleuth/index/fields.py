@@ -9,8 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import json
-import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Iterable, Mapping
 from datetime import date
 from pathlib import Path
@@ -28,8 +27,6 @@ FIELDS = "fields.json"
 FIELDS_FORMAT = 1
 INTERNAL = frozenset({"doc_id", "idx", "tokens", "sha"})
 """Chunk keys sleuth stores for itself: not metadata a filter may name."""
-MASKS_KEPT = 8
-"""Filter masks kept per lexical side: one agent run repeats its filter on every search."""
 SMALL_VOCABULARY = 25
 """A string field with at most this many distinct values lists them all with their counts."""
 TOP_VALUES = 10
@@ -109,8 +106,6 @@ class IndexFields:
     manifest: IndexManifest
     lexical: LexicalIndex
     _fields: dict[str, Any] | None = None
-    _masks: tuple[LexicalIndex, OrderedDict[str, np.ndarray]] | None = None
-    _masks_lock = threading.Lock()
 
     def describe(self) -> dict[str, Any]:
         """The metadata fields (:func:`describe`), cached at ingest and stamped with the ingest
@@ -137,23 +132,14 @@ class IndexFields:
 
     def rows_matching(self, where: Where) -> np.ndarray:
         """Mask of the lexical side's rows whose document passes a checked ``where`` (a copy:
-        callers mask it). The last :data:`MASKS_KEPT` are kept with the lexical side they were
-        computed on, so an ingest (a new side) drops them: each is a pass over every document's
-        metadata in Python (0.2 s at 100k documents) and an agent's searches repeat their filter."""
-        lexical, key = self.lexical, json.dumps(where, sort_keys=True)
-        with self._masks_lock:
-            if self._masks is None or self._masks[0] is not lexical:
-                self._masks = (lexical, OrderedDict())
-            kept = self._masks[1]
-            mask = kept.get(key)
-            if mask is not None:
-                kept.move_to_end(key)
-        if mask is None:
-            mask = lexical.rows_where(lambda meta: matches(where, meta))
-            with self._masks_lock:
-                kept[key] = mask
-                while len(kept) > MASKS_KEPT:
-                    kept.popitem(last=False)
+        callers mask it). Kept on the lexical side (``LexicalIndex.kept_masks``): each is a pass
+        over every document's metadata in Python (0.2 s at 100k documents) and an agent's
+        searches repeat their filter."""
+        lexical = self.lexical
+        mask = lexical.kept_masks.get(
+            json.dumps(where, sort_keys=True),
+            lambda: lexical.rows_where(lambda meta: matches(where, meta)),
+        )
         return mask.copy()
 
 

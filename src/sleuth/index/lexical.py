@@ -17,8 +17,6 @@ import json
 import os
 import re
 import shutil
-import threading
-from collections import OrderedDict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,11 +41,14 @@ from sleuth.index.columns import ChunkRow as ChunkRow  # re-exported (its home b
 from sleuth.index.grepindex import GrepIndex
 from sleuth.index.idmap import IdMap
 from sleuth.io import atomic_write_text
+from sleuth.recent import Recent
 
 _STEMMER = Stemmer.Stemmer("english")
 _STOPWORDS = frozenset(STOPWORDS_EN)  # what ``bm25s.tokenize(stopwords="en")`` drops
 _WORDS = re.compile(r"(?u)\b\w\w+\b").findall  # bm25s's (and scikit-learn's) token pattern
 RECENT_SCORES = 8  # BM25 score vectors kept (float32: 4 MB each at 1M chunks)
+MASKS_KEPT = 8
+"""Filter masks kept per lexical side: one agent run repeats its filter on every search."""
 LEXICAL_FORMAT = 5  # 2: BM25 over title + text; 3: documents' metadata; 4: content hashes;
 # 5: rows as memory-mapped columns (:mod:`sleuth.index.columns`); the id look-ups they gained
 # later (:mod:`sleuth.index.idmap`) are added to a side saved without them on first open
@@ -102,12 +103,15 @@ class LexicalIndex:
     doc_number: Mapping[str, int] = field(init=False)  # document → dense 0-based number
     doc_of_row: np.ndarray = field(init=False)  # row → its document's number
     keyed: dict[str, int] = field(init=False)  # Chroma key → row, where the key is not the id
-    _recent: OrderedDict[tuple[str, ...], np.ndarray] = field(init=False, repr=False)
-    _recent_lock: threading.Lock = field(init=False, repr=False)
+    _recent: Recent[tuple[str, ...], np.ndarray] = field(init=False, repr=False)
+    kept_masks: Recent[str, np.ndarray] = field(init=False, repr=False)
+    """Row masks of ``where`` filters by key (``IndexFields.rows_matching``): an ingest makes a
+    new side, so they never outlive the metadata they were computed on."""
     _shares: dict[str, float] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
-        self._recent, self._recent_lock, self._shares = OrderedDict(), threading.Lock(), {}
+        self._recent, self._shares = Recent(RECENT_SCORES), {}
+        self.kept_masks = Recent(MASKS_KEPT)
         maps = RowMaps.of(self.rows)
         self.row_of, self.keyed, self.doc_number = maps.row_of, maps.keyed, maps.doc_number
         self.doc_of_row = maps.doc_of_row
@@ -197,16 +201,8 @@ class LexicalIndex:
         terms = tuple(t for t in tokenize([query])[0] if t in self.retriever.vocab_dict)
         if not terms:
             return None
-        with self._recent_lock:
-            scores = self._recent.get(terms)
-            if scores is not None:
-                self._recent.move_to_end(terms)
-        if scores is None:
-            scores = self.retriever.get_scores(list(terms))
-            with self._recent_lock:
-                self._recent[terms] = scores
-                while len(self._recent) > RECENT_SCORES:
-                    self._recent.popitem(last=False)
+        retriever = self.retriever
+        scores = self._recent.get(terms, lambda: retriever.get_scores(list(terms)))
         return scores.astype(np.float64)  # a copy: callers mask it
 
     def word_share(self, text: str) -> float:

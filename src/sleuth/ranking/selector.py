@@ -9,6 +9,7 @@ head.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from functools import cache
 
 import numpy as np
 
@@ -129,12 +130,7 @@ def _sibling_test(title: Callable[[str], str] | None) -> Callable[[str, Sequence
     ``above``, or one of theirs holds its; never without ``title``. Titles are looked up once."""
     if title is None:
         return lambda doc, above: False
-    titles: dict[str, str] = {}
-
-    def of(doc: str) -> str:
-        if doc not in titles:
-            titles[doc] = title(doc)
-        return titles[doc]
+    of = cache(title)
 
     def sibling(doc: str, above: Sequence[str]) -> bool:
         mine = of(doc)
