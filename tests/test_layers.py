@@ -24,6 +24,7 @@ LAYERS: dict[str, int] = {
     "tokens": 0,
     "io": 0,
     "memory": 0,
+    "recent": 0,
     "corpus": 1,
     "embed": 2,
     "tasks": 2,
