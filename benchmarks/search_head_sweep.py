@@ -33,6 +33,7 @@ from sleuth.policies.heuristic import HeuristicAgent, question_hits
 from sleuth.policies.transcript import observations, query_of
 from sleuth.ranking.model import load_ranker
 from sleuth.ranking.selector import SEARCH_FLOOR, SIBLING_MARGIN, Selector, keep_search_head
+from sleuth.tasks.schema import load_tasks
 from sleuth.tools.spec import DESCRIBE_CORPUS
 
 Case = tuple[str, list[str], list[tuple[str, float]], list[str], dict[str, str]]
@@ -40,9 +41,14 @@ Case = tuple[str, list[str], list[tuple[str, float]], list[str], dict[str, str]]
 Floor = list[tuple[int, int]]
 
 
-def replay(run: Path, dataset: str, index: Path) -> list[Case]:
-    """Per held-out question of the run: its source, gold, the selector's order, the search hits."""
-    tasks = {t.id: t for ts in load_corpus(dataset).tasks.values() for t in ts}
+def replay(run: Path, dataset: str, index: Path, task_file: Path | None = None) -> list[Case]:
+    """Per held-out question of the run: its source, gold, the selector's order, the search hits.
+    With ``task_file`` the run is a ``sleuth eval`` of those tasks (e.g. generated ones) in
+    ``RUN/DATASET/heuristic``."""
+    if task_file is None:
+        tasks = {t.id: t for ts in load_corpus(dataset).tasks.values() for t in ts}
+    else:
+        tasks = {t.id: t for t in load_tasks(task_file)}
     agent = HeuristicAgent(selector=Selector(Index.open(index), load_ranker(None)))
     folder = run / dataset / "heuristic"
     cases: list[Case] = []
@@ -60,6 +66,9 @@ def replay(run: Path, dataset: str, index: Path) -> list[Case]:
             keep_search_head(ranked, hits),  # the rule before siblings gave way
             keep_search_head(ranked, hits, title=agent.selector.title),
             keep_search_head(ranked, hits, floor=[(1, 2), (5, 5)]),  # the older five-place floor
+            keep_search_head(
+                ranked, hits, floor=agent.selector.floor(), title=agent.selector.title
+            ),
         )
         if recorded not in [[d for d, _ in order][: len(recorded)] for order in orders]:
             raise SystemExit(f"{record['task_id']}: replay differs from the recorded list")
@@ -98,6 +107,7 @@ def main() -> None:
     parser.add_argument("run", type=Path, help="a quality.py --out folder with a heuristic row")
     parser.add_argument("--dataset", required=True, help="enron, patents, pooled, ...")
     parser.add_argument("--index", type=Path, default=None, help="default RUN/index/DATASET-*")
+    parser.add_argument("--tasks", type=Path, default=None, help="a task JSONL the run evaluated")
     parser.add_argument("--margins", default="0,0.25,0.5,1,1.5,2,3,inf")
     parser.add_argument("--floor", default=",".join(f"{n}:{k}" for n, k in SEARCH_FLOOR))
     parser.add_argument("--sibling-margins", default=str(SIBLING_MARGIN), help="-inf: no rule")
@@ -105,7 +115,7 @@ def main() -> None:
     index = args.index or next((args.run / "index").glob(f"{args.dataset}-*"))
     margins = [float(m) for m in args.margins.split(",")]  # float() reads "inf" and "-inf"
     floor = [(int(n), int(k)) for n, k in (p.split(":") for p in args.floor.split(","))]
-    cases = replay(args.run, args.dataset, index)
+    cases = replay(args.run, args.dataset, index, args.tasks)
     for sibling in (float(m) for m in args.sibling_margins.split(",")):
         print("\n".join(sweep(cases, margins, floor, sibling)))
 

@@ -337,6 +337,16 @@ def test_ppr_column_is_the_share_of_the_best_seen():
     assert rows[:, SELECTION_COLUMNS.index("ppr")].tolist() == [1.0, 0.25]
 
 
+def test_title_link_share_counts_titles_another_document_names():
+    assert _graph().title_link_share == 0.1  # alpha names "Beta Labs"; nine titles unnamed
+    corpus = CORPUS | {"fan": ("Fan page", "I love Alpha Corp and Alpha Corp again.")}
+    assert CorpusGraph.build(_rows(corpus), {}).title_link_share == 2 / 11
+    # a title named only by the documents that carry it (an e-mail thread) does not count
+    thread = {f"m{i}": ("Budget", f"Budget figures {i}.") for i in range(3)}
+    assert CorpusGraph.build(_rows(thread), {}).title_link_share == 0.0
+    assert CorpusGraph.build(_rows({"x": ("", "untitled text")}), {}).title_link_share == 0.0
+
+
 def test_titled_finds_the_documents_a_name_titles():
     """The hop's title check: compared as title keys (case, a leading article, "(...)")."""
     g = _graph()

@@ -15,6 +15,7 @@ from sleuth.index.graph import CorpusGraph
 from sleuth.index.lexical import ChunkRow
 from sleuth.policies.heuristic import HeuristicAgent, best_names
 from sleuth.policies.scripted import call
+from sleuth.ranking.selector import search_floor
 from sleuth.tools.spec import PRUNE_CHUNKS, SEARCH_CORPUS
 from sleuth.tools.types import ChunkHit, ToolResult, render_result
 
@@ -106,6 +107,9 @@ class StubSelector:
 
     def title(self, doc: str) -> str:
         return TITLES.get(doc, "")
+
+    def floor(self) -> tuple[tuple[int, int], ...]:
+        return search_floor(self.index)  # type: ignore[arg-type]
 
     def rank(self, question: str, docs: list[Any], searches: list[Any]) -> list[tuple[str, float]]:
         ids = [d.doc_id for d in docs]

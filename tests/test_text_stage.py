@@ -13,6 +13,7 @@ import pytest
 from sleuth.errors import InputError
 from sleuth.policies import build_policy
 from sleuth.policies.spec import PolicyOptions
+from sleuth.ranking.selector import SEARCH_FLOOR
 from sleuth.ranking.textstage import (
     INFO_FILE,
     ONNX_FILE,
@@ -141,6 +142,9 @@ class _ReversingStage:
 class _Titles:
     def title(self, doc_id: str) -> str:
         return f"Title {doc_id}"
+
+    def floor(self) -> tuple[tuple[int, int], ...]:
+        return SEARCH_FLOOR
 
 
 def test_the_agent_orders_its_final_list_with_the_stage_only_beside_a_selector():

@@ -24,6 +24,7 @@ import logging
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -225,6 +226,17 @@ class CorpusGraph:
         title_node = np.asarray([vocab[t] if t else -1 for t in titles.values()], np.int32)
         adjacency = _links(incidence, title_node, rare_df)
         return cls(doc_ids, list(vocab), incidence, adjacency, title_node, stamp, rare_df)
+
+    @cached_property
+    def title_link_share(self) -> float:
+        """The share of titled documents whose title another document names: about a fifth in
+        Wikipedia paragraphs (0.14-0.22), 0.05 in the Enron sample, 0.005 in patent abstracts.
+        A corpus without this structure is unlike the one the selector learned from."""
+        titled = self._owner_nodes
+        if not len(titled):
+            return 0.0
+        owners = titled.searchsorted(titled, side="right") - titled.searchsorted(titled)
+        return float(np.mean(self.df[titled] - owners >= 1))
 
     def titled(self, name: str) -> list[str]:
         """Ids of the documents titled ``name`` (compared as title keys: case, spacing, a

@@ -111,7 +111,8 @@ class HeuristicAgent:
     used only with a selector."""
     search_margin: float | None = SEARCH_MARGIN
     """With a selector: the whole-question search's first documents keep their places in the
-    final list (``selector.SEARCH_FLOOR``) unless the selector prefers the document they would
+    final list (``selector.search_floor``: its top hit in the top two; on a corpus that is not
+    title-linked also its top five in the top five) unless the selector prefers the document they would
     displace by more than this many logits (None: the selector's order alone)."""
     use_filters: bool = True
     """When the question names a sender, a date or a document type and ``describe_corpus`` is
@@ -337,7 +338,8 @@ class HeuristicAgent:
             how = "learned selection and text stage"
         if self.selector is not None and self.search_margin is not None:
             hits = question_hits(question, seen)
-            ranked = keep_search_head(ranked, hits, self.search_margin, title=self.selector.title)
+            floor, title = self.selector.floor(), self.selector.title
+            ranked = keep_search_head(ranked, hits, self.search_margin, floor, title)
         entries = []
         for rank, (doc, _) in enumerate(ranked[: self.final_docs], start=1):
             why = f"Ranked {rank} by {how} over {searches} searches."
