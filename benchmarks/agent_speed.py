@@ -39,7 +39,7 @@ STAGES = {
     "run_query (whole question)": ("harness/run.py", "run_query"),
     "search_corpus": ("tools/toolbox.py", "search_corpus"),
     "  query embedding (cached by text)": ("embed/__init__.py", "embed_query"),
-    "    computed": ("embed/__init__.py", "_cached_query"),
+    "    computed (ONNX)": ("embed/onnx.py", "embed_documents"),
     "  dense top k (Chroma)": ("index/reads.py", "dense_search"),
     "    Chroma count()": ("api/models/Collection.py", "count"),
     "  search features": ("ranking/features.py", "search_features"),

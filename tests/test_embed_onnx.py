@@ -92,6 +92,23 @@ def test_one_text_gets_the_vector_of_a_batch_of_one(wiki_docs):
     assert all(np.array_equal(a, b) for a, b in zip(together, pool * 3, strict=True))
 
 
+def test_batches_on_worker_threads_give_the_vectors_of_one_thread(wiki_docs):
+    """Documents run batch by batch on the caller's threads (the session itself has one): the
+    same vectors bit for bit as in turn, in input order, each batch's progress reported once."""
+    from sleuth.embed.onnx import OnnxMiniLM
+
+    texts = [d.text for d in wiki_docs[:40]] + QUERIES
+    steps: dict[int, list[int]] = {1: [], 3: []}
+    vectors = {
+        t: OnnxMiniLM(minilm_path(), "int8", "t", threads=t).embed_documents(
+            texts, progress=steps[t].append
+        )
+        for t in steps
+    }
+    assert np.array_equal(vectors[1], vectors[3])
+    assert steps[1] == steps[3] and sum(steps[3]) == len(texts) and len(steps[3]) > 3
+
+
 DOCS = [
     Document(id="paris", text="Paris is the capital of France.", title="Paris"),
     Document(id="tea", text="Green tea is made from Camellia sinensis leaves.", title="Tea"),

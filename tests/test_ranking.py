@@ -171,25 +171,6 @@ def test_training_uses_only_the_given_questions_and_reranks_search(small_index):
     assert max(scores) == pytest.approx(float(expected.max()), rel=1e-5)
 
 
-def test_query_embeddings_are_computed_once_per_text():
-    from sleuth.embed import make_embedder
-
-    embedder = make_embedder("minilm")
-    calls = []
-    original = embedder.embed_documents
-
-    def counting(texts, *args, **kwargs):
-        calls.append(list(texts))
-        return original(texts, *args, **kwargs)
-
-    embedder.embed_documents = counting
-    first = embedder.embed_query("who founded the zanzibar quartet")
-    first[:] = 0.0  # a caller may scribble on its copy
-    second = embedder.embed_query("who founded the zanzibar quartet")
-    assert calls == [["who founded the zanzibar quartet"]]
-    assert float(np.abs(second).sum()) > 0
-
-
 def test_evidence_sentence_is_the_one_sharing_most_question_words():
     text = "Berlin has many parks.\nIts mayor in 1990 was Walter Momper.  The city is large."
     assert evidence_sentence("Who was the mayor of Berlin in 1990?", text) == (

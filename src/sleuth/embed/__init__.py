@@ -21,13 +21,14 @@ import os
 import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
-from functools import cache, lru_cache
+from functools import cache
 from typing import Protocol
 
 import numpy as np
 
 from sleuth.embed.onnx import OnnxMiniLM
 from sleuth.errors import InputError, SleuthError
+from sleuth.recent import Recent
 
 Progress = Callable[[int], None]
 EMBEDDER_CHOICES = (
@@ -99,14 +100,43 @@ class SentenceTransformerEmbedder:
         return np.concatenate(out) if out else np.zeros((0, self.dim), np.float32)
 
     def embed_query(self, text: str) -> np.ndarray:
-        """Cached: an agent embeds its question for every search and every selection."""
-        return _cached_query(self, text).copy()
+        vector: np.ndarray = self.embed_documents([text])[0]
+        return vector
 
 
-@lru_cache(maxsize=4096)
-def _cached_query(embedder: Embedder, text: str) -> np.ndarray:
-    vector: np.ndarray = embedder.embed_documents([text])[0]
-    return vector
+QUERIES_KEPT = 1024
+"""Query vectors an index keeps: a question asks 8-17 (its own text again at every selection,
+beside each search's); 1,024 of MiniLM's hold 1.5 MB."""
+
+
+class KeptQueries:
+    """An embedder whose query vectors are kept by text: an agent embeds its question for every
+    search and every selection, and a remote or torch embedder pays for each. The one place every
+    search path's vectors pass (``Index.embedder``); they are read-only, so no caller can change
+    a kept one."""
+
+    def __init__(self, inner: Embedder, size: int = QUERIES_KEPT):
+        self.inner, self.spec, self.dim = inner, inner.spec, inner.dim
+        self._kept: Recent[str, np.ndarray] = Recent(size)
+
+    def embed_documents(
+        self, texts: Sequence[str], batch_size: int = 64, progress: Progress | None = None
+    ) -> np.ndarray:
+        return self.inner.embed_documents(texts, batch_size=batch_size, progress=progress)
+
+    def embed_query(self, text: str) -> np.ndarray:
+        return self._kept.get(text, lambda: _read_only(self.inner.embed_query(text)))
+
+
+def keep_queries(embedder: Embedder) -> KeptQueries:
+    """``embedder`` with its query vectors kept (itself if they already are)."""
+    return embedder if isinstance(embedder, KeptQueries) else KeptQueries(embedder)
+
+
+def _read_only(vector: np.ndarray) -> np.ndarray:
+    kept = np.array(vector, dtype=np.float32)
+    kept.flags.writeable = False
+    return kept
 
 
 def minilm_path() -> str:
@@ -228,13 +258,6 @@ _MINILM = {"minilm": "", "minilm-onnx": "fp32", "minilm-onnx-int8": "int8"}
 """MiniLM spec -> ONNX variant ("" is sentence-transformers)."""
 
 
-class OnnxEmbedder(OnnxMiniLM):
-    """:class:`OnnxMiniLM` with the query cache every embedder here shares."""
-
-    def embed_query(self, text: str) -> np.ndarray:
-        return _cached_query(self, text).copy()
-
-
 def vector_space(spec: str) -> str:
     """Specs whose vectors may share one index name the same space: the MiniLM paths agree
     to cosine >= 0.99 (tests/test_embed_onnx.py), every other spec is its own space."""
@@ -260,7 +283,7 @@ def make_embedder(spec: str = DEFAULT_EMBEDDER) -> Embedder:
 def _make_embedder(spec: str) -> Embedder:
     kind, arg = parse_embedder_spec(spec)
     if kind == "minilm" and arg:
-        return OnnxEmbedder(minilm_path(), arg, spec=spec)
+        return OnnxMiniLM(minilm_path(), arg, spec=spec)
     if kind == "minilm":
         return SentenceTransformerEmbedder(minilm_path(), spec="minilm")
     if kind == "hash":

@@ -10,8 +10,11 @@ from typing import Any
 
 import numpy as np
 
+from sleuth.embed import Embedder, vector_space
+from sleuth.errors import InputError
 from sleuth.index.graph import GRAPH_FOLDER, CorpusGraph, open_graph
 from sleuth.index.lexical import ChunkRow, LexicalIndex
+from sleuth.index.manifest import IndexManifest
 from sleuth.index.where import Where
 
 KEPT_VECTORS = 16_384  # stored vectors kept for the selector's later hops (6 MB at 384 dims)
@@ -38,6 +41,28 @@ class IndexReads:
     _stored: tuple[LexicalIndex, np.ndarray] | None = None  # the same rows as stored: embeddings()
     exact_rows: int = EXACT_DENSE_ROWS  # 0: Chroma's search (an attached or a server's collection)
     path: Path
+    manifest: IndexManifest
+
+    def _check_dim(self, embedder: Embedder) -> None:
+        """Vectors of another space or dimension than the stored ones would rank nonsense or
+        fail deep inside Chroma (an attached index embeds as its collection does: dimension only)."""
+        space = vector_space(self.manifest.embedder)
+        if not self.manifest.source and vector_space(embedder.spec) != space:
+            raise InputError(
+                f"index was built with embedder {self.manifest.embedder!r}, whose vectors "
+                f"{embedder.spec!r} cannot search; search with the embedder it was built with",
+                source=str(self.path),
+            )
+        expected = self.manifest.dim
+        if expected is None and self.collection.count():
+            got = self.collection.get(limit=1, include=["embeddings"])["embeddings"]
+            expected = len(got[0])
+        if expected is not None and embedder.dim != expected:
+            raise InputError(
+                f"index vectors have {expected} dimensions but embedder {embedder.spec!r} makes "
+                f"{embedder.dim}; search with the embedder the index was built with",
+                source=str(self.path),
+            )
 
     @property
     def graph(self) -> CorpusGraph:

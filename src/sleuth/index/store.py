@@ -31,7 +31,14 @@ import numpy as np
 
 from sleuth.corpus.chunking import chunk_document
 from sleuth.corpus.models import Chunk, Document
-from sleuth.embed import DEFAULT_EMBEDDER, INGEST_BATCH, Embedder, make_embedder, vector_space
+from sleuth.embed import (
+    DEFAULT_EMBEDDER,
+    INGEST_BATCH,
+    Embedder,
+    keep_queries,
+    make_embedder,
+    vector_space,
+)
 from sleuth.errors import IndexIncompleteError, InputError
 from sleuth.index.attached import open_attached, read_only_error
 from sleuth.index.chroma import chroma_client, create_collection, first_line, read_only_copy
@@ -246,30 +253,9 @@ class Index(IndexReads, IndexFields):
             made = self.collection.embedder() if m.source else make_embedder(m.embedder)
             self._embedder = cast(Embedder, made)
         if self._dim_checked is not self._embedder:  # once per embedder, not per query
-            self._check_dim(self._embedder)
-            self._dim_checked = self._embedder
+            self._check_dim(self._embedder)  # and its query vectors kept from now on
+            self._embedder = self._dim_checked = keep_queries(self._embedder)
         return self._embedder
-
-    def _check_dim(self, embedder: Embedder) -> None:
-        """Vectors of another space or dimension than the stored ones would rank nonsense or
-        fail deep inside Chroma (an attached index embeds as its collection does: dimension only)."""
-        space = vector_space(self.manifest.embedder)
-        if not self.manifest.source and vector_space(embedder.spec) != space:
-            raise InputError(
-                f"index was built with embedder {self.manifest.embedder!r}, whose vectors "
-                f"{embedder.spec!r} cannot search; search with the embedder it was built with",
-                source=str(self.path),
-            )
-        expected = self.manifest.dim
-        if expected is None and self.collection.count():
-            got = self.collection.get(limit=1, include=["embeddings"])["embeddings"]
-            expected = len(got[0])
-        if expected is not None and embedder.dim != expected:
-            raise InputError(
-                f"index vectors have {expected} dimensions but embedder {embedder.spec!r} makes "
-                f"{embedder.dim}; search with the embedder the index was built with",
-                source=str(self.path),
-            )
 
     @property
     def lexical(self) -> LexicalIndex:  # type: ignore[override]  # IndexReads only declares it
