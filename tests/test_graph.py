@@ -355,3 +355,29 @@ def test_titled_finds_the_documents_a_name_titles():
     assert g.titled("Maria Lopez") == [] and g.titled("") == []
     assert g.share_naming("Beta Labs") == 2 / len(g.doc_ids)  # its own page and Alpha Corp's
     assert g.share_naming("Nobody Here") == 0.0
+
+
+@settings(max_examples=25, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["Alpha Corp and Beta Labs", "Who used XK-200?", "Maria Lopez"]),
+            st.dictionaries(st.sampled_from(list(CORPUS) + ["nope"]), st.floats(0.1, 2.0)),
+        ),
+        min_size=1,
+        max_size=6,
+    )
+)
+def test_kept_question_seeds_give_the_scores_of_a_fresh_graph(hops):
+    """The selector asks at every hop with the same question: the graph keeps the question's
+    named seeds, and a later hop's restart and PageRank are bit for bit a fresh graph's."""
+    kept = _graph()
+    for question, seed_docs in hops:
+        fresh = _graph()
+        assert (
+            kept.seeds(question, seed_docs).tobytes() == fresh.seeds(question, seed_docs).tobytes()
+        )
+        assert (
+            kept.scores(question, seed_docs).tobytes()
+            == fresh.scores(question, seed_docs).tobytes()
+        )

@@ -35,6 +35,7 @@ from sleuth.errors import InputError
 from sleuth.index.graphfiles import GRAPH_SCHEMA_VERSION, read_graph, read_header, write_graph
 from sleuth.index.idmap import IdMap
 from sleuth.index.lexical import JSONL_FORMAT, ChunkRow, LexicalIndex, Stamp
+from sleuth.recent import Recent
 
 GRAPH_FOLDER = "graph"
 RARE_DF = 20
@@ -48,6 +49,9 @@ FACTORED_GAIN = 4
 """...when the links are this many times the factors' incidences: an incidence is used twice and
 through more calls, ~3.5x a link's cost (2.6 vs 2.0 ms a product for 833k incidences against
 1.86M links; 2.9 vs 5 ms for 654k against 4.1M on the 100k scale corpus)."""
+NAMED_KEPT = 8
+"""Questions whose named seeds (:meth:`CorpusGraph.question_seeds`) a graph keeps: the selector
+asks for the same question's at every hop."""
 PPR_TOL = 1e-8
 """PageRank's stopping point: the residual's norm against the restart's. Its scores are within
 ~1e-7 (L1) of the exact fixed point; the power iteration it replaced stopped ~1e-5 away."""
@@ -180,6 +184,7 @@ class CorpusGraph:
     node_number: Mapping[str, int] = field(init=False)
     node_docs: tuple[np.ndarray, np.ndarray] = field(init=False)
     """Each node's documents: indptr and indices of the incidence by column."""
+    _named: Recent[str, np.ndarray] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         maps = self.maps or {}
@@ -194,6 +199,7 @@ class CorpusGraph:
         self._owner_docs = titled[np.argsort(self.title_node[titled], kind="stable")]
         self._owner_nodes = np.asarray(self.title_node[self._owner_docs])
         self._titles = GraphTitles(self)
+        self._named = Recent(NAMED_KEPT)
 
     def owned(self, node: int) -> np.ndarray:
         """The documents whose title is ``node``, in document order."""
@@ -290,8 +296,9 @@ class CorpusGraph:
 
     def seeds(self, question: str, seed_docs: Mapping[str, float]) -> np.ndarray:
         """The restart :meth:`scores` uses: the question's names and ``seed_docs``, each
-        normalised to 1 (when it has any mass)."""
-        named = self.question_seeds(question)
+        normalised to 1 (when it has any mass). The question's part is kept
+        (:data:`NAMED_KEPT`); never written to."""
+        named = self._named.get(question, lambda: self.question_seeds(question))
         chosen = np.zeros(len(self.doc_ids))
         for doc, weight in seed_docs.items():
             if (i := self.doc_number.get(doc)) is not None:
