@@ -210,6 +210,25 @@ def test_evidence_ranks_documents_by_their_best_chunk_against_the_whole_corpus(s
             assert got.bm25 == {d: best[d] for d in docs}
 
 
+def test_kept_document_scores_belong_to_the_side_they_were_computed_on():
+    """Each lexical side keeps its own per-question maxima: a side built after an ingest (new
+    rows, possibly at a reused address) never answers with an older side's."""
+    from sleuth.index.lexical import ChunkRow, LexicalIndex
+    from sleuth.ranking.evidence import _document_scores
+
+    def side(texts: list[str]) -> LexicalIndex:
+        rows = [ChunkRow(f"d{i}_0", f"d{i}", 0, t, 5, f"T{i}") for i, t in enumerate(texts)]
+        return LexicalIndex.build(rows, {"generation": len(texts)})
+
+    old = side(["oslo sensors", "nothing here", "more words"])
+    new = side(["nothing here", "oslo oslo sensors", "more words", "oslo"])
+    first = _document_scores(old, "oslo sensors")
+    assert first is not None and _document_scores(old, "oslo sensors") is first
+    got = _document_scores(new, "oslo sensors")
+    assert got is not None and len(got[0]) == 4 and got[0][1] == max(got[0])
+    assert len(old.kept_best) == 1 and len(new.kept_best) == 1
+
+
 @settings(max_examples=200, deadline=None)
 @given(st.text(alphabet=st.sampled_from("aAbBzZtThHeEnNdD İıßẞ'’&-_.,1\n\tÉé"), max_size=60))
 def test_stems_equal_content_words_cut(text: str) -> None:

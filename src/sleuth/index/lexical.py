@@ -108,10 +108,14 @@ class LexicalIndex:
     """Row masks of ``where`` filters by key (``IndexFields.rows_matching``): an ingest makes a
     new side, so they never outlive the metadata they were computed on."""
     _shares: dict[str, float] = field(init=False, repr=False)
+    kept_best: Recent[str, tuple[np.ndarray, np.ndarray] | None] = field(init=False, repr=False)
+    """Per question, each document's best chunk score and those sorted (``ranking.evidence``),
+    kept with the side they were computed on as the masks are."""
 
     def __post_init__(self) -> None:
         self._recent, self._shares = Recent(RECENT_SCORES), {}
         self.kept_masks = Recent(MASKS_KEPT)
+        self.kept_best = Recent(RECENT_SCORES)
         maps = RowMaps.of(self.rows)
         self.row_of, self.keyed, self.doc_number = maps.row_of, maps.keyed, maps.doc_number
         self.doc_of_row = maps.doc_of_row

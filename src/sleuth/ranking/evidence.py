@@ -9,8 +9,6 @@ for a few milliseconds.
 
 from __future__ import annotations
 
-import threading
-from collections import OrderedDict
 from collections.abc import Collection, Mapping
 
 import numpy as np
@@ -62,32 +60,20 @@ def question_evidence(
     return QuestionEvidence(bm25=bm25, bm25_rank=bm25_rank, dense=dense, ppr=ppr, common=common)
 
 
-_KEPT = 8
-_kept: OrderedDict[tuple[int, str], tuple[LexicalIndex, np.ndarray, np.ndarray]] = OrderedDict()
-_kept_lock = threading.Lock()
-
-
 def _document_scores(lexical: LexicalIndex, question: str) -> tuple[np.ndarray, np.ndarray] | None:
     """Each document's best chunk BM25 score for ``question``, and those scores sorted.
 
-    Kept for the last :data:`_KEPT` questions: the selector asks at every hop, and at 100k
-    chunks the per-document maximum and one rank count per seen document cost ~10 ms a hop."""
-    key = (id(lexical), question)
-    with _kept_lock:
-        hit = _kept.get(key)
-        if hit is not None and hit[0] is lexical:
-            _kept.move_to_end(key)
-            return hit[1], hit[2]
+    Kept for the last few questions (``LexicalIndex.kept_best``): the selector asks at every
+    hop, and at 100k chunks the per-document maximum and sort cost ~10 ms a hop."""
+    return lexical.kept_best.get(question, lambda: _scored(lexical, question))
+
+
+def _scored(lexical: LexicalIndex, question: str) -> tuple[np.ndarray, np.ndarray] | None:
     scores = lexical.scores(question)
     if scores is None:
         return None
     best = _best_per_document(lexical.doc_of_row, scores, len(lexical.rows_of_doc))
-    ascending = np.sort(best)
-    with _kept_lock:
-        _kept[key] = (lexical, best, ascending)
-        while len(_kept) > _KEPT:
-            _kept.popitem(last=False)
-    return best, ascending
+    return best, np.sort(best)
 
 
 def _best_per_document(doc_of_row: np.ndarray, scores: np.ndarray, n_docs: int) -> np.ndarray:
