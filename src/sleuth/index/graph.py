@@ -55,8 +55,8 @@ asks for the same question's at every hop."""
 PPR_TOL = 1e-7
 """PageRank's stopping point: the residual's norm against the restart's. Its scores are within
 ~1e-6 (L1) of the exact fixed point, 3-5x nearer than the power iteration it replaced (which
-stopped ~5e-6 away), in 11 products rather than 13 at 1e-8: the same float32 ``ppr`` column and
-final lists on every pooled and dev question (docs/scale.md, "Fourth round")."""
+stopped ~5e-6 away), in 11 products rather than 13 at 1e-8: the same final lists on every pooled
+and dev question (docs/scale.md, "Fourth round")."""
 
 _UPPER = "A-ZÀ-ÖØ-Þ"
 _CAP_WORD = rf"[{_UPPER}][\w'’&-]*"
