@@ -4,7 +4,6 @@ harness return, because they are the same code; and the README's Python snippet 
 from __future__ import annotations
 
 import asyncio
-import gc
 import json
 import re
 import subprocess
@@ -154,16 +153,6 @@ def test_asearch_serves_concurrent_queries_like_search(wiki_index, tmp_path):
         sleuth.asearch(queries[0], index=wiki_index.path, trajectory=tmp_path / "x.jsonl")
     )
     assert single.documents == one_by_one[0].documents
-
-
-def test_a_search_freezes_what_is_loaded_out_of_the_collector(wiki_index, tmp_path):
-    """After a process's first search its libraries and index are frozen out of the cyclic
-    collector (full collections no longer scan them); the answers are the same."""
-    agent = sleuth.Agent(wiki_index, "heuristic")
-    first = agent.search("Who directed the film?", trajectory=tmp_path / "a.jsonl")
-    assert gc.get_freeze_count() > 0
-    again = agent.search("Who directed the film?", trajectory=tmp_path / "b.jsonl")
-    assert again.documents == first.documents
 
 
 def test_agent_settings_are_checked_before_any_search(wiki_index):

@@ -8,10 +8,8 @@ command line, MCP and Python run the same code.
 from __future__ import annotations
 
 import asyncio
-import gc
 import os
 from collections.abc import Sequence
-from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -132,7 +130,7 @@ class Agent:
             InputError: a blank query or a budget out of range. A policy that fails (an endpoint
                 down) does not raise: ``result.error`` says why.
         """
-        result = run_query(
+        return run_query(
             self.tools,
             query,
             policy=self.make_policy(seed),
@@ -140,8 +138,6 @@ class Agent:
             trajectory=trajectory,
             config=self.harness,
         )
-        _freeze_loaded()
-        return result
 
     async def asearch(
         self, query: str, *, trajectory: str | Path | None = None, seed: int = 0
@@ -149,18 +145,6 @@ class Agent:
         """:meth:`search` on a worker thread, so an event loop serving many users keeps running
         while the subagent searches; concurrent calls run in parallel."""
         return await asyncio.to_thread(self.search, query, trajectory=trajectory, seed=seed)
-
-
-@cache
-def _freeze_loaded() -> None:
-    """Once a process, after its first search: what is alive then (the libraries, the index,
-    the ranker) lives as long as the process, so it is frozen out of the cyclic collector.
-
-    Why: a default-agent question promotes a few thousand objects to the oldest generation, so
-    every few dozen questions a full collection scanned all of those again (~340k objects,
-    ~0.2 s of CPU: ~5 ms a question). Nothing is copied; frozen objects are still freed when
-    no longer referenced, only a cycle among them is never collected."""
-    gc.freeze()
 
 
 def search(
