@@ -20,15 +20,9 @@ from sleuth.corpus.models import Document
 from sleuth.errors import InputError
 from sleuth.index import Index
 from sleuth.index.columns import StrColumn
-from sleuth.index.graph import (
-    CorpusGraph,
-    LinkFactors,
-    Titles,
-    extract_nodes,
-    open_graph,
-    title_key,
-)
+from sleuth.index.graph import CorpusGraph, LinkFactors, open_graph
 from sleuth.index.graphfiles import GRAPH_SCHEMA_VERSION
+from sleuth.index.graphnodes import Titles, extract_nodes, title_key
 from sleuth.index.idmap import IdMap
 from sleuth.index.lexical import ChunkRow, LexicalIndex
 from sleuth.ranking.evidence import question_evidence
