@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import base64
+import json
 import random
 import re
 import zipfile
@@ -139,6 +140,27 @@ def test_cli_prints_what_it_skipped(tmp_path):
     )
     assert proc.returncode == 0, proc.stderr
     assert "skipped " in proc.stderr and "NOTES" in proc.stderr
+
+
+def test_cli_skip_unreadable(tmp_path):
+    """Without the flag an unreadable file stops the ingest before any write; with it the
+    file is listed and the rest is indexed; a file in an older encoding is read and named."""
+    docs, ix = tmp_path / "docs", tmp_path / "ix"
+    docs.mkdir()
+    (docs / "a.txt").write_text("alpha text")
+    (docs / "old.txt").write_bytes("caf\xe9 cr\xe8me".encode("cp1252"))
+    (docs / "noise.txt").write_bytes(bytes(range(256)) * 4)
+    args = ("ingest", str(docs), "--index", str(ix), "--embedder", "hash")
+    proc = sleuth(*args)
+    assert (
+        proc.returncode == 2 and "noise.txt" in proc.stderr and "--skip-unreadable" in proc.stderr
+    )
+    assert not ix.exists()
+    proc = sleuth(*args, "--skip-unreadable", "--json")
+    assert proc.returncode == 0, proc.stderr
+    assert f"skipped {docs / 'noise.txt'}" in " ".join(proc.stderr.split())
+    assert f"{docs / 'old.txt'} (cp1252)" in " ".join(proc.stderr.split())
+    assert json.loads(proc.stdout)["index_documents"] == 2
 
 
 # -- chunking ----------------------------------------------------------------------------

@@ -3,11 +3,16 @@
 from __future__ import annotations
 
 import mailbox
+import tempfile
 import zipfile
 from email.message import EmailMessage
+from pathlib import Path
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
+from sleuth.corpus.files import ReadOptions
 from sleuth.corpus.readers import read_documents, read_path
 from sleuth.errors import InputError
 from tests.conftest import SHARED_DATA
@@ -50,11 +55,77 @@ def test_jsonl_errors_name_file_and_record(tmp_path, lines, expected):
     assert "\n" not in str(e.value)
 
 
-def test_bad_encoding_is_reported(tmp_path):
-    p = tmp_path / "latin.txt"
-    p.write_bytes("caf\xe9 au lait".encode("latin-1"))
+def test_text_in_older_encodings_is_read_and_noted(tmp_path):
+    """Text and HTML that are not UTF-8: windows-1252, UTF-16 with its mark, a page's declared
+    charset; each read exactly and listed in ``options.recoded``."""
+    (tmp_path / "latin.txt").write_bytes(
+        "Caf\xe9 na\xefve \u2014 \u201cquoted\u201d".encode("cp1252")
+    )
+    (tmp_path / "wide.txt").write_bytes("A note about pears.".encode("utf-16"))
+    page = '<html><head><meta charset="koi8-r"><title>Тест</title></head><body>Привет мир</body>'
+    (tmp_path / "ru.html").write_bytes(page.encode("koi8-r"))
+    (tmp_path / "plain.txt").write_text("plain UTF-8", encoding="utf-8")
+    options = ReadOptions()
+    docs = {d.id: d for d in read_documents([tmp_path], options=options)}
+    assert docs["latin.txt"].text == "Caf\xe9 na\xefve \u2014 \u201cquoted\u201d"
+    assert docs["wide.txt"].text == "A note about pears."
+    assert (docs["ru.html"].title, docs["ru.html"].text) == ("Тест", "Привет мир")
+    assert sorted(options.recoded) == sorted(
+        f"{tmp_path / name} ({enc})"
+        for name, enc in [("latin.txt", "cp1252"), ("wide.txt", "utf-16"), ("ru.html", "koi8-r")]
+    )
+
+
+@given(st.text(st.sampled_from("abc XYZ.,\n\xe9\xe8\xfc\xdf\u20ac\u2019\u201c\xa0"), min_size=1))
+def test_windows_1252_text_reads_back_exactly(text):
+    data = text.encode("cp1252")
+    try:
+        data.decode("utf-8")
+        return  # also valid UTF-8 (all ASCII, or a chance pair): read as that, by design
+    except UnicodeDecodeError:
+        pass
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "t.txt"
+        path.write_bytes(data)
+        if not text.strip():
+            return
+        assert read_documents([path])[0].text == text
+
+
+def test_binary_and_jsonl_stay_errors(tmp_path):
+    binary = tmp_path / "noise.txt"
+    binary.write_bytes(bytes(range(256)) * 4)
+    with pytest.raises(InputError, match="not valid UTF-8.*nor text in another encoding"):
+        read_documents([binary])
+    records = tmp_path / "r.jsonl"  # JSON is UTF-8 by definition: no guessing there
+    records.write_bytes('{"id": "a", "text": "caf\xe9"}\n'.encode("cp1252"))
     with pytest.raises(InputError, match="not valid UTF-8"):
-        read_documents([p])
+        read_documents([records])
+
+
+def test_skip_unreadable_leaves_out_only_the_files_that_fail(tmp_path):
+    folder = tmp_path / "docs"
+    folder.mkdir()
+    (folder / "good.txt").write_text("a readable note")
+    (folder / "noise.txt").write_bytes(bytes(range(256)) * 4)
+    (folder / "torn.jsonl").write_text('{"id": "j1", "text": "fine"}\n{oops\n')
+    (folder / "broken.zip").write_bytes(b"PK\x03\x04 not a zip")
+    with zipfile.ZipFile(folder / "mixed.zip", "w") as z:
+        z.writestr("inner/ok.md", "a readable member")
+        z.writestr("inner/bad.md", bytes(range(256)) * 4)
+    with pytest.raises(InputError, match="broken.zip.*--skip-unreadable") as e:
+        read_documents([folder])
+    assert str(e.value).count("--skip-unreadable") == 1
+    options = ReadOptions(skip_unreadable=True)
+    docs = read_documents([folder], options=options)
+    assert sorted(d.id for d in docs) == ["good.txt", "inner/ok.md"]
+    skipped = sorted(line.split(":")[0].split(", ")[0] for line in options.skipped)
+    assert skipped == sorted(
+        [str(folder / n) for n in ("broken.zip", "mixed.zip", "noise.txt", "torn.jsonl")]
+    )
+    assert any("inner/bad.md" in line for line in options.skipped)
+    with pytest.raises(InputError, match="noise.txt"):  # a file named alone is never skipped
+        read_documents([folder / "noise.txt"], options=ReadOptions(skip_unreadable=True))
 
 
 def test_folder_of_text_markdown_html(tmp_path):

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from sleuth.cli.common import IndexOpt, JsonOpt, app, at_least, cli_errors, console
+from sleuth.corpus.files import ArchiveLimits, ReadOptions
 from sleuth.embed import DEFAULT_EMBEDDER, EMBEDDER_CHOICES, INGEST_BATCH
 
 if TYPE_CHECKING:
@@ -43,6 +44,9 @@ def ingest(
     follow_links: Annotated[
         bool, typer.Option(help="Follow symbolic links that lead out of a folder.")
     ] = False,
+    skip_unreadable: Annotated[
+        bool, typer.Option(help="List and leave out unreadable files in folders and zips.")
+    ] = False,
     archive_limits: Annotated[
         str | None,
         typer.Option(
@@ -65,9 +69,8 @@ def ingest(
     check_new_settings(embedder, chunk_tokens, overlap_tokens, collection)
     at_least(progress_every, 0.1, "--progress-every")
     _check_delete_missing(index, delete_missing, repair)
-    docs = _checked_documents(
-        paths, fmt, index, repair, chroma_url, batch_size, follow_links, archive_limits
-    )
+    options = ReadOptions(follow_links, ArchiveLimits.parse(archive_limits or ""), skip_unreadable)
+    docs = _checked_documents(paths, fmt, index, repair, chroma_url, batch_size, options)
     idx = Index.create(
         index,
         embedder=embedder,
@@ -120,17 +123,14 @@ def _checked_documents(
     repair: bool,
     chroma_url: str | None,
     batch_size: int,
-    follow_links: bool,
-    archive_limits: str | None,
+    options: ReadOptions,
 ) -> list[Document]:
     """The documents to ingest, read and checked before anything is written (none to repair)."""
     from sleuth.api import load_documents
-    from sleuth.corpus.files import ArchiveLimits, ReadOptions
     from sleuth.index.chroma import no_write_client
     from sleuth.index.ingest_checks import check_ingest_inputs, clean_documents
     from sleuth.index.manifest import read_manifest
 
-    options = ReadOptions(follow_links, ArchiveLimits.parse(archive_limits or ""))
     if repair:
         read_manifest(index)  # only an existing index can be repaired
     max_batch = no_write_client(chroma_url).get_max_batch_size()
@@ -139,11 +139,13 @@ def _checked_documents(
     for line in options.skipped:
         console.print(f"skipped {line}", markup=False, highlight=False)
     if changed:
-        more = " ..." if len(changed) > 5 else ""
-        console.print(
-            f"warning: lone surrogates replaced by U+FFFD in {len(changed)} document(s): "
-            f"{', '.join(changed[:5])}{more}",
-            markup=False,
-            highlight=False,
-        )
+        _warn(f"lone surrogates replaced by U+FFFD in {len(changed)} document(s)", changed)
+    if options.recoded:
+        _warn(f"{len(options.recoded)} file(s) not UTF-8, read as", options.recoded)
     return docs
+
+
+def _warn(what: str, items: list[str]) -> None:
+    more = " ..." if len(items) > 5 else ""
+    line = f"warning: {what}: {', '.join(items[:5])}{more}"
+    console.print(line, markup=False, highlight=False)

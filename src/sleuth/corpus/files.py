@@ -96,11 +96,17 @@ class ArchiveLimits:
 
 @dataclass
 class ReadOptions:
-    """How untrusted input is read, and what was skipped (one line each, for the report)."""
+    """How untrusted input is read, and what was skipped or decoded other than as UTF-8 (one line
+    each, for the report).
+
+    ``skip_unreadable``: a file inside a folder or zip that cannot be read (not text, corrupt, a
+    bad JSONL line) is left out and listed in ``skipped`` instead of stopping the whole read."""
 
     follow_links: bool = False
     archive: ArchiveLimits = field(default_factory=ArchiveLimits)
+    skip_unreadable: bool = False
     skipped: list[str] = field(default_factory=list)
+    recoded: list[str] = field(default_factory=list)
 
 
 def folder_files(root: Path, options: ReadOptions) -> list[Path]:

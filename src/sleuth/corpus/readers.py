@@ -16,6 +16,7 @@ import re
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from datetime import UTC, date, datetime
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -35,11 +36,50 @@ _ISO_DATE = re.compile(
 MBOX_SUFFIXES = {".mbox"}
 
 
-def _decode(data: bytes, source: str) -> str:
+LEGACY_ENCODING = "cp1252"
+"""What a text or HTML file that is not UTF-8 (and declares nothing) is read as: windows-1252,
+the usual encoding of older Western text, which web browsers also assume for undeclared
+pages. Detectors guess worse on such short texts (charset-normalizer reads "naïve" as "naďve")."""
+
+_BOMS = (  # longest first: a UTF-32 LE mark starts like UTF-16 LE's
+    (b"\xff\xfe\x00\x00", "utf-32"),
+    (b"\x00\x00\xfe\xff", "utf-32"),
+    (b"\xff\xfe", "utf-16"),
+    (b"\xfe\xff", "utf-16"),
+)
+_CONTROL = re.compile(rb"[\x00-\x08\x0e-\x1a\x1c-\x1f]")  # never in text, often in binary data
+_META_CHARSET = re.compile(rb"""<meta[^>]+charset\s*=\s*["']?([A-Za-z0-9_.:-]+)""", re.I)
+
+
+def _decode(data: bytes, source: str, recoded: list[str] | None = None) -> str:
+    """UTF-8 (a BOM dropped). With ``recoded`` (a text or HTML file: JSONL must be UTF-8) also
+    UTF-16/32 with a BOM, the charset an HTML page declares, or :data:`LEGACY_ENCODING`; each
+    such file is noted in ``recoded``. Binary data stays an error."""
     try:
         return data.decode("utf-8-sig")
     except UnicodeDecodeError as e:
-        raise InputError(f"not valid UTF-8 (byte {e.start}): {e.reason}", source=source) from None
+        problem = f"not valid UTF-8 (byte {e.start}): {e.reason}"
+    if recoded is None:
+        raise InputError(problem, source=source)
+    for encoding in _fallbacks(data):
+        try:
+            text = data.decode(encoding)
+        except (UnicodeDecodeError, LookupError):
+            continue
+        recoded.append(f"{source} ({encoding})")
+        return text
+    raise InputError(f"{problem}, nor text in another encoding", source=source)
+
+
+def _fallbacks(data: bytes) -> list[str]:
+    """Encodings to try, in order, for bytes that are not UTF-8 (none for binary data)."""
+    for bom, encoding in _BOMS:
+        if data.startswith(bom):
+            return [encoding]
+    if len(_CONTROL.findall(data)) > len(data) // 1000:
+        return []
+    declared = _META_CHARSET.search(data[:4096])
+    return ([declared.group(1).decode("ascii")] if declared else []) + [LEGACY_ENCODING]
 
 
 def _require_text(doc: Document, source: str) -> Document:
@@ -124,20 +164,25 @@ def _looks_like_email_name(name: str) -> bool:
 
 
 def _document_from_file(
-    rel: str, data: bytes, source: str, skipped: list[str] | None = None
+    rel: str,
+    data: bytes,
+    source: str,
+    recoded: list[str],
+    skipped: list[str] | None = None,
 ) -> Iterator[Document]:
     """Dispatch one file (on disk or in a zip) to its reader by name and content.
 
     With ``skipped`` (a folder or zip member), a file of unknown type or one whose name only
-    suggested an email is noted there instead of failing the whole read."""
+    suggested an email is noted there instead of failing the whole read. A text or HTML file
+    that is not UTF-8 is noted in ``recoded`` (:func:`_decode`)."""
     suffix = Path(rel).suffix.lower()
     if suffix in TEXT_SUFFIXES:
-        text = _decode(data, source)
+        text = _decode(data, source, recoded)
         yield _require_text(
             Document(id=rel, text=text, title=Path(rel).stem, metadata={"path": rel}), source
         )
     elif suffix in HTML_SUFFIXES:
-        title, text = html_to_text(_decode(data, source))
+        title, text = html_to_text(_decode(data, source, recoded))
         doc = Document(id=rel, text=text, title=title or Path(rel).stem, metadata={"path": rel})
         yield _require_text(doc, source)
     elif suffix in MBOX_SUFFIXES or is_mbox_bytes(data):
@@ -157,11 +202,38 @@ def _walk_folder(root: Path, options: ReadOptions) -> Iterator[Document]:
     for p in folder_files(root, options):
         rel = p.relative_to(root).as_posix()
         if p.suffix.lower() == ".jsonl":
-            yield from read_documents_jsonl(p)
+            read: Callable[[], Iterator[Document]] = partial(read_documents_jsonl, p)
         elif p.suffix.lower() == ".zip":
-            yield from read_zip(p, options)
+            read = partial(read_zip, p, options)
         else:
-            yield from _document_from_file(rel, _read_bytes(p), str(p), options.skipped)
+            read = partial(_file_documents, p, rel, options)
+        yield from _unless_unreadable(read, options)
+
+
+def _file_documents(p: Path, rel: str, options: ReadOptions) -> Iterator[Document]:
+    data = _read_bytes(p)
+    yield from _document_from_file(rel, data, str(p), options.recoded, options.skipped)
+
+
+def _unless_unreadable(
+    read: Callable[[], Iterator[Document]], options: ReadOptions
+) -> Iterator[Document]:
+    """One file's documents (read whole first); with ``options.skip_unreadable`` a file that
+    cannot be read is listed in ``options.skipped`` and gives none."""
+    try:
+        docs = list(read())
+    except _Unreadable:
+        raise
+    except InputError as e:
+        if not options.skip_unreadable:
+            raise _Unreadable(f"{e} (--skip-unreadable leaves such files out)") from None
+        options.skipped.append(str(e))
+        return
+    yield from docs
+
+
+class _Unreadable(InputError):
+    """A file in a folder or zip could not be read (the hint to skip such files added once)."""
 
 
 def read_zip(path: Path, options: ReadOptions | None = None) -> Iterator[Document]:
@@ -182,12 +254,18 @@ def read_zip(path: Path, options: ReadOptions | None = None) -> Iterator[Documen
         ]
         options.archive.check(members, str(path))
         for info in sorted(members, key=lambda i: i.filename):
-            source = f"{path}:{info.filename}"
-            try:
-                data = zf.read(info)
-            except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError) as e:
-                raise InputError(f"corrupt zip entry: {e}", source=source) from None
-            yield from _document_from_file(info.filename, data, source, options.skipped)
+            read = partial(_member_documents, zf, info, f"{path}:{info.filename}", options)
+            yield from _unless_unreadable(read, options)
+
+
+def _member_documents(
+    zf: zipfile.ZipFile, info: zipfile.ZipInfo, source: str, options: ReadOptions
+) -> Iterator[Document]:
+    try:
+        data = zf.read(info)
+    except (zipfile.BadZipFile, OSError, EOFError, NotImplementedError) as e:
+        raise InputError(f"corrupt zip entry: {e}", source=source) from None
+    yield from _document_from_file(info.filename, data, source, options.recoded, options.skipped)
 
 
 def read_path(path: str | Path, options: ReadOptions | None = None) -> Iterator[Document]:
@@ -202,7 +280,7 @@ def read_path(path: str | Path, options: ReadOptions | None = None) -> Iterator[
     elif p.suffix.lower() == ".zip":
         yield from read_zip(p, options)
     else:
-        docs = list(_document_from_file(p.name, _read_bytes(p), str(p)))
+        docs = list(_document_from_file(p.name, _read_bytes(p), str(p), options.recoded))
         if not docs:
             raise InputError(f"unsupported file type {p.suffix!r}", source=str(p))
         yield from docs
