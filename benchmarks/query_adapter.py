@@ -100,6 +100,16 @@ def run_fit(args: argparse.Namespace) -> None:
             sides.setdefault(ds, {})[side] = (q, gold)
     q_train = np.concatenate([s["train"][0] for s in sides.values()])
     g_train = [g for s in sides.values() for g in s["train"][1]]
+    if args.tasks:  # generated tasks over the same corpus, beside (or instead of) the questions
+        from sleuth.tasks.schema import load_tasks
+
+        extra = [t for t in load_tasks(args.tasks) if t.gold_doc_ids]
+        q_extra = embedder.embed_documents([t.query for t in extra])
+        g_extra = [{number[g] for g in t.gold_doc_ids if g in number} for t in extra]
+        keep = args.questions
+        q_train = np.concatenate([q_train, q_extra]) if keep else q_extra
+        g_train = (g_train if keep else []) + g_extra
+    print(f"fitted on {len(g_train)} tasks")
     for lam in args.lam:
         started = time.perf_counter()
         a = fit(q_train, g_train, v, owner, lam)
@@ -144,6 +154,10 @@ def main() -> int:
     f.add_argument("--index", required=True, help="the pooled index quality.py built")
     f.add_argument("--lam", type=float, nargs="+", default=[0.1])
     f.add_argument("--save", type=Path)
+    f.add_argument("--tasks", type=Path, help="generated tasks (sleuth datagen offline) to fit on")
+    f.add_argument(
+        "--no-questions", dest="questions", action="store_false", help="with --tasks: only those"
+    )
     q = sub.add_parser("quality")
     q.add_argument("--adapter", type=Path, required=True)
     q.add_argument("rest", nargs=argparse.REMAINDER, help="quality.py's arguments, after --")
