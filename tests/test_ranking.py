@@ -178,6 +178,9 @@ def test_evidence_sentence_is_the_one_sharing_most_question_words():
     )
     assert evidence_sentence("nothing shared", text) == "Berlin has many parks."  # first of equals
     assert evidence_sentence("anything", " \n ") == ""
+    table = "| | | |\n|:-|:-|:-|\n\nNet sales rose in the quarter."
+    assert evidence_sentence("nothing shared", table) == "Net sales rose in the quarter."
+    assert evidence_sentence("anything", "|---|---|\n\n***") == ""
     wrapped = "Subject: budget\n\nThe meeting on the\nCalifornia crisis is at noon. Bring notes"
     assert evidence_sentence("California crisis meeting", wrapped) == (
         "The meeting on the California crisis is at noon."  # a line break inside is wrapping

@@ -67,7 +67,8 @@ def overlap(wanted: AbstractSet[str], text: str) -> float:
 def evidence_sentence(question: str, text: str, limit: int = 240) -> str:
     """The sentence of ``text`` sharing the most content stems with ``question`` (the first of
     equals), whitespace collapsed and cut to ``limit`` characters: what a reader of the ranked
-    list should check first. Empty when ``text`` is blank.
+    list should check first. A line with no letter or digit (a Markdown table rule, a row of
+    dashes) is never it. Empty when ``text`` has no such sentence.
     """
     wanted = stems(question)
     best, best_score = "", -1
@@ -75,7 +76,7 @@ def evidence_sentence(question: str, text: str, limit: int = 240) -> str:
     for sentence in sentences:
         sentence = " ".join(sentence.split())
         score = len(wanted & stems(sentence))
-        if sentence and score > best_score:
+        if score > best_score and any(ch.isalnum() for ch in sentence):
             best, best_score = sentence, score
     return best if len(best) <= limit else best[: limit - 1].rstrip() + "…"
 
