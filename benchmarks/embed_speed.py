@@ -1,19 +1,21 @@
 """Chunks/s of each MiniLM path and of `sleuth ingest`, side by side on the same chunks.
 
-Texts: the first N unique paragraphs of the staged HotpotQA, MuSiQue and 2Wiki samples (title +
-text, as ingest embeds them; each paragraph is one chunk). The N chunks are cut into R rounds;
+Texts: the first N unique paragraphs of the staged HotpotQA, MuSiQue and 2Wiki samples, as the
+chunks ingest makes of them (title + text; a paragraph over the chunk size is two chunks, ~4%
+more chunks than paragraphs), so every path embeds the same texts. The N paragraphs are cut into R rounds;
 every round runs every path on its own slice, one path after the other, so a load change on the
 shared machine hits all paths alike. Paths:
 
 - ``st-fp32``: plain sentence-transformers (torch fp32), ``encode`` at batch 64
-- ``minilm-onnx`` / ``minilm-onnx-int8`` (and with ``--torch`` the torch ``minilm``): sleuth's
-  embedders, called as ingest calls them (``INGEST_BATCH`` texts a call)
+- ``minilm-onnx`` / ``minilm-onnx-int8`` (and with ``--torch`` the torch ``minilm``, with
+  ``--bf16`` torch in bfloat16): sleuth's embedders, called as ingest calls them
+  (``INGEST_BATCH`` texts a call)
 - ``ingest:SPEC``: ``Index.create`` + ``Index.ingest`` of the round's documents into one index per
   path that grows round by round (chunking, sorting, embedding, Chroma writes, BM25 rebuilt each
   round), the whole end-to-end cost
 
-``--whole`` then times one ingest of all N against the embedder alone on the chunks that ingest
-embeds (A B B A), with CPU seconds per 1,000 chunks for both.
+``--whole`` then times one ingest of all N against the embedder alone on the same chunks (A B B
+A), with CPU seconds per 1,000 chunks for both.
 ``--sweep`` first times the int8 path at each onnxruntime batch size and thread count.
 
     python benchmarks/embed_speed.py --n 2000 --rounds 4
@@ -58,24 +60,30 @@ def paragraphs(n: int) -> list[Document]:
     return docs[:n]
 
 
-def text_of(d: Document) -> str:
-    return f"{d.title}\n{d.text}" if d.title else d.text
+Texts = Callable[[Sequence[Document]], list[str]]
+"""The texts ingest embeds for some documents: their chunks, title first."""
 
 
-def st_path() -> Callable[[Sequence[Document]], None]:
+def chunk_texts(docs: Sequence[Document], folder: Path) -> Texts:
+    """:data:`Texts` read from an index of ``docs`` built once, untimed."""
+    index = Index.create(folder, embedder=DEFAULT_EMBEDDER)
+    index.ingest(docs)
+    chunks: dict[str, list[str]] = {}
+    for r in sorted(index.lexical.rows, key=lambda r: (r.doc_id, r.idx)):
+        chunks.setdefault(r.doc_id, []).append(f"{r.title}\n{r.text}" if r.title else r.text)
+    return lambda part: [t for d in part for t in chunks[d.id]]
+
+
+def st_path(texts: Texts) -> Callable[[Sequence[Document]], None]:
     from sentence_transformers import SentenceTransformer
 
     model = SentenceTransformer(minilm_path(), device="cpu", local_files_only=True)
-    return lambda docs: model.encode(
-        [text_of(d) for d in docs], batch_size=64, normalize_embeddings=True
-    )
+    return lambda docs: model.encode(texts(docs), batch_size=64, normalize_embeddings=True)
 
 
-def embedder_path(spec: str) -> Callable[[Sequence[Document]], None]:
+def embedder_path(spec: str, texts: Texts) -> Callable[[Sequence[Document]], None]:
     embedder = make_embedder(spec)
-    return lambda docs: embedder.embed_documents(
-        [text_of(d) for d in docs], batch_size=INGEST_BATCH
-    )
+    return lambda docs: embedder.embed_documents(texts(docs), batch_size=INGEST_BATCH)
 
 
 def ingest_path(spec: str, tmp: Path) -> Callable[[Sequence[Document]], None]:
@@ -90,38 +98,31 @@ def timed_rounds(
     docs: list[Document],
     rounds: int,
     warm: list[Document],
+    texts: Texts,
 ) -> dict[str, float]:
     """Seconds per path over all rounds; every round runs every path on its own slice."""
     for run in paths.values():  # warm-up (other texts): first session run, Chroma start
         run(warm)
     seconds = dict.fromkeys(paths, 0.0)
-    size = -(-len(docs) // rounds)
+    size, done = -(-len(docs) // rounds), 0
     for r in range(rounds):
         part = docs[r * size : (r + 1) * size]
         for name, run in paths.items():
             t0 = time.perf_counter()
             run(part)
             seconds[name] += time.perf_counter() - t0
-        done = {k: f"{(r + 1) * len(part) / v:.1f}" for k, v in seconds.items()}
-        console.print(f"round {r + 1}/{rounds}: chunks/s so far {done}")
+        done += len(texts(part))
+        rates = {k: f"{done / v:.1f}" for k, v in seconds.items()}
+        console.print(f"round {r + 1}/{rounds}: chunks/s so far {rates}")
     return seconds
 
 
-def chunk_texts(docs: Sequence[Document], folder: Path) -> list[str]:
-    """The texts ``sleuth ingest`` embeds for ``docs`` (its chunks, title first), read from an
-    index built once untimed: a paragraph over the chunk size becomes two chunks."""
-    index = Index.create(folder, embedder=DEFAULT_EMBEDDER)
-    index.ingest(docs)
-    return [f"{r.title}\n{r.text}" if r.title else r.text for r in index.lexical.rows]
-
-
-def whole_ingest(docs: list[Document], tmp: Path) -> float:
+def whole_ingest(docs: list[Document], tmp: Path, chunks: Texts) -> float:
     """Ingest ÷ its embedder alone on the very chunks ingest embeds, each over all of them in
     one call, timed A B B A (a fresh index each time): a user's one ingest pays its fixed costs
     once, not once a round. CPU seconds too: on a machine whose cores the embedder already
     fills, every other step of ingest (chunking, Chroma's writes, BM25 and graph) costs wall."""
-    embedder = make_embedder(DEFAULT_EMBEDDER)
-    texts = chunk_texts(docs, Path(tempfile.mkdtemp(dir=tmp)) / "ix")
+    embedder, texts = make_embedder(DEFAULT_EMBEDDER), chunks(docs)
     wall, cpu = {"alone": 0.0, "ingest": 0.0}, {"alone": 0.0, "ingest": 0.0}
 
     def ingest() -> None:
@@ -146,9 +147,8 @@ def whole_ingest(docs: list[Document], tmp: Path) -> float:
     return rate["ingest"] / rate["alone"]
 
 
-def sweep(docs: list[Document], batches: Sequence[int], threads: Sequence[int]) -> None:
+def sweep(texts: list[str], batches: Sequence[int], threads: Sequence[int]) -> None:
     """Chunks/s of the int8 path per onnxruntime batch size and thread count (interleaved)."""
-    texts = [text_of(d) for d in docs]
     models = {t: onnx_embed.OnnxMiniLM(minilm_path(), "int8", "sweep", threads=t) for t in threads}
     keys = [(t, b) for t in threads for b in batches]
     seconds = dict.fromkeys(keys, 0.0)
@@ -173,34 +173,39 @@ def sweep(docs: list[Document], batches: Sequence[int], threads: Sequence[int]) 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--n", type=int, default=2000, help="chunks (paragraphs)")
+    ap.add_argument("--n", type=int, default=2000, help="paragraphs (about 4% more chunks)")
     ap.add_argument("--rounds", type=int, default=4)
-    ap.add_argument("--sweep", type=int, default=0, help="chunks for the batch/thread sweep")
+    ap.add_argument("--sweep", type=int, default=0, help="paragraphs for the batch/thread sweep")
     ap.add_argument("--whole", action="store_true", help="also one ingest of all N (A B B A)")
     ap.add_argument("--torch", action="store_true", help="also time minilm and ingest:minilm")
+    ap.add_argument("--bf16", action="store_true", help="also minilm-bf16 and its ingest")
     args = ap.parse_args()
     docs = paragraphs(args.n + 8)
     docs, warm = docs[: args.n], docs[args.n :]
     cores = onnx_embed.default_threads()
     console.print(
-        f"{len(docs)} chunks, {args.rounds} rounds, {cores} cores, load {os.getloadavg()}"
+        f"{len(docs)} paragraphs, {args.rounds} rounds, {cores} cores, load {os.getloadavg()}"
     )
-    if args.sweep:
-        sweep(docs[: args.sweep], [8, 16, 32, 64], sorted({1, cores}))
     with tempfile.TemporaryDirectory() as tmp:
+        texts = chunk_texts(docs + warm, Path(tmp) / "chunks")
+        if args.sweep:
+            sweep(texts(docs[: args.sweep]), [8, 16, 32, 64], sorted({1, cores}))
         paths = {
-            "st-fp32": st_path(),
-            "minilm-onnx": embedder_path("minilm-onnx"),
-            "minilm-onnx-int8": embedder_path("minilm-onnx-int8"),
+            "st-fp32": st_path(texts),
+            "minilm-onnx": embedder_path("minilm-onnx", texts),
+            "minilm-onnx-int8": embedder_path("minilm-onnx-int8", texts),
             f"ingest:{DEFAULT_EMBEDDER}": ingest_path(DEFAULT_EMBEDDER, Path(tmp)),
         }
         if args.torch:
-            paths["minilm"] = embedder_path("minilm")
+            paths["minilm"] = embedder_path("minilm", texts)
             paths["ingest:minilm"] = ingest_path("minilm", Path(tmp))
-        seconds = timed_rounds(paths, docs, args.rounds, warm)
+        if args.bf16:
+            paths["minilm-bf16"] = embedder_path("minilm-bf16", texts)
+            paths["ingest:minilm-bf16"] = ingest_path("minilm-bf16", Path(tmp))
+        seconds = timed_rounds(paths, docs, args.rounds, warm, texts)
         if args.whole:
-            whole_ingest(docs, Path(tmp))
-    report(seconds, len(docs))
+            whole_ingest(docs, Path(tmp), texts)
+    report(seconds, len(texts(docs)))
 
 
 def report(seconds: dict[str, float], n: int) -> None:

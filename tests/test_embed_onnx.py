@@ -69,6 +69,23 @@ def test_onnx_vectors_agree_with_sentence_transformers(spec, wiki_docs):
     assert np.allclose(np.linalg.norm(queries, axis=1), 1.0, atol=1e-4)
 
 
+def test_bf16_documents_share_the_fp32_space(wiki_docs, tmp_path):
+    """``minilm-bf16`` embeds documents with the torch model in bfloat16 (vectors agree with
+    fp32's) and queries with the int8 ONNX path, so a search never waits for torch."""
+    texts = [f"{d.title}\n{d.text}" for d in wiki_docs[:48]]
+    bf16, int8 = make_embedder("minilm-bf16"), make_embedder("minilm-onnx-int8")
+    assert (bf16.spec, vector_space("minilm-bf16")) == ("minilm-bf16", vector_space("minilm"))
+    fp32 = make_embedder("minilm").embed_documents(texts)
+    docs = bf16.embed_documents(texts)
+    assert _cosines(fp32, docs).min() >= 0.995
+    assert not np.allclose(fp32, docs, atol=1e-6)  # bfloat16 really ran
+    assert all(np.array_equal(bf16.embed_query(q), int8.embed_query(q)) for q in QUERIES)
+    Index.create(tmp_path / "ix", embedder="minilm-bf16").ingest(DOCS)
+    index = Index.open(tmp_path / "ix")
+    query = index.embedder.embed_query("Which city is the capital of France?")
+    assert index.dense_search(query, 1)[0][0] == "paris_0"
+
+
 def test_batching_does_not_change_a_vector(wiki_docs):
     """Sorting by length and padding per batch: a text's vector is the same in any batch."""
     onnx = make_embedder("minilm-onnx")
