@@ -86,6 +86,7 @@ def fit(q, golds, v, owner, lam, steps=300, tau=0.05):
 def run_fit(args: argparse.Namespace) -> None:
     from _datasets import load_corpus
     from sleuth.embed import make_embedder
+    from sleuth.eval.aggregate import paired_bootstrap_difference
 
     v, owner, doc_ids = chunk_vectors(args.index)
     number = {d: i for i, d in enumerate(doc_ids)}
@@ -118,13 +119,10 @@ def run_fit(args: argparse.Namespace) -> None:
             q, gold = s["held-out"]
             before, after = (recall(x, gold, v, owner, 5) for x in (q, adapt(q, a)))
             r2 = [100 * recall(x, gold, v, owner, 2).mean() for x in (q, adapt(q, a))]
-            d = after - before
-            rng = np.random.default_rng(0)
-            boot = [rng.choice(d, len(d)).mean() for _ in range(1000)]
-            lo, hi = 100 * np.percentile(boot, [2.5, 97.5])
+            gain, (lo, hi) = paired_bootstrap_difference(after, before)
             print(
-                f"  {ds} ({len(d)} held out): dense R@5 {100 * before.mean():.1f} -> "
-                f"{100 * after.mean():.1f} ({100 * d.mean():+.1f} [{lo:+.1f}, {hi:+.1f}]), "
+                f"  {ds} ({len(gold)} held out): dense R@5 {100 * before.mean():.1f} -> "
+                f"{100 * after.mean():.1f} ({100 * gain:+.1f} [{100 * lo:+.1f}, {100 * hi:+.1f}]), "
                 f"R@2 {r2[0]:.1f} -> {r2[1]:.1f}"
             )
         if args.save:

@@ -120,7 +120,7 @@ class Bf16Documents:
     spec = "minilm-bf16"
 
     def __init__(self) -> None:
-        self.queries = OnnxMiniLM(minilm_path(), "int8", spec=self.spec)
+        self.queries = _make_embedder("minilm-onnx-int8")  # the process's one int8 session
         self.dim = self.queries.dim
         self._documents: SentenceTransformerEmbedder | None = None
         self._lock = threading.Lock()
@@ -288,7 +288,8 @@ with each of the embedder's own smaller batches."""
 DEFAULT_EMBEDDER = "minilm-onnx-int8"
 """The fastest MiniLM path whose retrieval quality equals fp32's (benchmarks/embed_speed.py)."""
 _MINILM = {"minilm": "", "minilm-bf16": "bf16", "minilm-onnx": "fp32", "minilm-onnx-int8": "int8"}
-"""MiniLM spec -> ONNX variant ("" is sentence-transformers)."""
+"""MiniLM spec -> its variant: an ONNX one ("fp32", "int8"), "" for sentence-transformers in
+fp32, "bf16" for :class:`Bf16Documents`."""
 
 
 def vector_space(spec: str) -> str:
