@@ -17,6 +17,9 @@ shared machine hits all paths alike. Paths:
 ``--whole`` then times one ingest of all N against the embedder alone on the same chunks (A B B
 A), with CPU seconds per 1,000 chunks for both.
 ``--sweep`` first times the int8 path at each onnxruntime batch size and thread count.
+``--cli SPEC,SPEC`` times what a user runs instead: ``sleuth ingest`` of the N paragraphs (one
+JSONL file) in a fresh process per run, each spec in turn A B B A, with its peak RSS: model
+loads and first-shape costs included, which the rounds above (models loaded, shapes warm) leave out.
 
     python benchmarks/embed_speed.py --n 2000 --rounds 4
 """
@@ -24,7 +27,10 @@ A), with CPU seconds per 1,000 chunks for both.
 from __future__ import annotations
 
 import argparse
+import json
 import os
+import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -147,6 +153,34 @@ def whole_ingest(docs: list[Document], tmp: Path, chunks: Texts) -> float:
     return rate["ingest"] / rate["alone"]
 
 
+def cli_ingests(docs: list[Document], specs: list[str], tmp: Path) -> None:
+    """Wall seconds and peak RSS of ``sleuth ingest`` per spec, fresh processes, A B B A."""
+    source = tmp / "paragraphs.jsonl"
+    rows = ({"id": d.id, "title": d.title, "text": d.text} for d in docs)
+    source.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    runs: dict[str, list[tuple[float, int]]] = {s: [] for s in specs}
+    for spec in [*specs, *reversed(specs)]:
+        folder = Path(tempfile.mkdtemp(dir=tmp)) / "ix"
+        command = [sys.executable, "-m", "sleuth.cli", "ingest", str(source), "-i", str(folder)]
+        with (tmp / "ingest.log").open("w+") as log:
+            t0 = time.perf_counter()
+            child = subprocess.Popen([*command, "--embedder", spec], stdout=log, stderr=log)
+            _, status, usage = os.wait4(child.pid, 0)
+            if os.waitstatus_to_exitcode(status):
+                log.seek(0)
+                raise SystemExit(f"sleuth ingest --embedder {spec} failed:\n{log.read()[-2000:]}")
+        runs[spec].append((time.perf_counter() - t0, usage.ru_maxrss // 1024))
+    chunks = json.loads((folder / "sleuth-index.json").read_text())["chunks"]
+    table = Table(title=f"sleuth ingest, fresh process: {len(docs)} paragraphs, {chunks} chunks")
+    for col in ("embedder", "seconds (runs)", "chunks/s", "peak RSS MB"):
+        table.add_column(col, justify="left" if col == "embedder" else "right")
+    for spec, got in runs.items():
+        seconds = sum(s for s, _ in got) / len(got)
+        walls = " / ".join(f"{s:.1f}" for s, _ in got)
+        table.add_row(spec, walls, f"{chunks / seconds:.1f}", str(max(r for _, r in got)))
+    console.print(table)
+
+
 def sweep(texts: list[str], batches: Sequence[int], threads: Sequence[int]) -> None:
     """Chunks/s of the int8 path per onnxruntime batch size and thread count (interleaved)."""
     models = {t: onnx_embed.OnnxMiniLM(minilm_path(), "int8", "sweep", threads=t) for t in threads}
@@ -179,6 +213,7 @@ def main() -> None:
     ap.add_argument("--whole", action="store_true", help="also one ingest of all N (A B B A)")
     ap.add_argument("--torch", action="store_true", help="also time minilm and ingest:minilm")
     ap.add_argument("--bf16", action="store_true", help="also minilm-bf16 and its ingest")
+    ap.add_argument("--cli", default="", help="only time `sleuth ingest` with these specs (a,b)")
     args = ap.parse_args()
     docs = paragraphs(args.n + 8)
     docs, warm = docs[: args.n], docs[args.n :]
@@ -186,6 +221,10 @@ def main() -> None:
     console.print(
         f"{len(docs)} paragraphs, {args.rounds} rounds, {cores} cores, load {os.getloadavg()}"
     )
+    if args.cli:
+        with tempfile.TemporaryDirectory() as tmp:
+            cli_ingests(docs, args.cli.split(","), Path(tmp))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         texts = chunk_texts(docs + warm, Path(tmp) / "chunks")
         if args.sweep:

@@ -32,8 +32,8 @@ from sleuth.recent import Recent
 
 Progress = Callable[[int], None]
 EMBEDDER_CHOICES = (
-    "minilm-onnx-int8 | minilm-onnx | minilm | minilm-bf16 (documents in bfloat16, for CPUs "
-    "with AMX) | hash[:DIM] | st:PATH | openai:MODEL@URL"
+    "minilm-onnx-int8 | minilm-onnx | minilm | minilm-bf16 (documents in bfloat16 torch, "
+    "needs AMX) | hash[:DIM] | st:PATH | openai:MODEL@URL"
 )
 
 
@@ -113,8 +113,10 @@ class SentenceTransformerEmbedder:
 class Bf16Documents:
     """``minilm-bf16``: documents through the torch MiniLM in bfloat16, queries through the int8
     ONNX path, one vector space. On a CPU with AMX, bf16 embeds documents at 2.5x fp32's rate
-    and 1.2x int8's, at cosine 1.000 of fp32; one query costs it ~26 ms against int8's 2.3 ms
-    (docs/scale.md, "bfloat16 on AMX"). Torch loads with the first document, so a process that
+    and 1.2x int8's once loaded and warm, at cosine 1.000 of fp32; one query costs it ~26 ms
+    against int8's 2.3 ms. A whole ``sleuth ingest`` with it is no faster than the default (torch's
+    load, a oneDNN kernel per new batch shape) and peaks at 4-5x its memory (docs/scale.md,
+    "bfloat16 through the command line"). Torch loads with the first document, so a process that
     only searches never imports it."""
 
     spec = "minilm-bf16"
