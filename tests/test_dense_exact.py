@@ -134,3 +134,61 @@ def test_stored_vectors_are_read_from_the_exact_search_rows(
     monkeypatch.setattr(index.collection, "get", lambda **kw: pytest.fail("a Chroma get"))
     assert np.array_equal(index.embeddings(ids), np.stack([by_id[i] for i in ids]))
     assert index.embeddings([]).shape == (0,)
+
+
+def _small(tmp_path) -> Index:
+    rng = np.random.default_rng(3)
+    docs = [Document(id=f"s{i}", text=" ".join(rng.choice(_VOCAB, 12))) for i in range(60)]
+    built = Index.create(tmp_path / "ix", embedder="hash:384")
+    built.ingest(docs)
+    return built
+
+
+def _no_vector_reads(index: Index, monkeypatch: pytest.MonkeyPatch) -> None:
+    get = index.collection.get
+
+    def guarded(**kw):
+        if "embeddings" in (kw.get("include") or []):
+            pytest.fail("read every vector from Chroma again")
+        return get(**kw)
+
+    monkeypatch.setattr(index.collection, "get", guarded)
+
+
+def test_a_fresh_process_loads_the_kept_matrix(tmp_path, monkeypatch) -> None:
+    """The first exact search keeps its matrix beside the lexical side; the next process to
+    open the index searches from it without reading Chroma's rows, with the same results."""
+    from sleuth.index.reads import VECTORS_FILE
+
+    built = _small(tmp_path)
+    queries = [built.embedder.embed_query(q) for q in _queries(5)]
+    first = Index.open(built.path)
+    want = [first.dense_search(q, 10) for q in queries]
+    assert (built.path / first.manifest.lexical_dir / VECTORS_FILE).is_file()
+    again = Index.open(built.path)
+    _no_vector_reads(again, monkeypatch)
+    assert [again.dense_search(q, 10) for q in queries] == want
+
+
+@pytest.mark.parametrize("damage", ["garbage", "other rows", "truncated"])
+def test_a_damaged_or_stale_kept_matrix_is_read_from_chroma_again(tmp_path, damage) -> None:
+    """A torn file, or one saved for other rows (a rebuilt side may order them differently),
+    is never used: the search reads Chroma and keeps a good file again."""
+    from sleuth.index.reads import VECTORS_FILE, load_vectors, save_vectors
+
+    built = _small(tmp_path)
+    query = built.embedder.embed_query(_queries(1)[0])
+    want = Index.open(built.path).dense_search(query, 10)
+    kept = built.path / built.manifest.lexical_dir / VECTORS_FILE
+    keys = [r.key or r.id for r in built.lexical.rows]
+    if damage == "garbage":
+        kept.write_bytes(b"not a matrix")
+    elif damage == "truncated":
+        kept.write_bytes(kept.read_bytes()[:1000])
+    else:
+        matrix = load_vectors(kept, keys)
+        assert matrix is not None
+        save_vectors(kept, keys[::-1], matrix[::-1] * 0 + 1)  # same rows, other order
+        assert load_vectors(kept, keys) is None
+    assert Index.open(built.path).dense_search(query, 10) == want
+    assert load_vectors(kept, keys) is not None
