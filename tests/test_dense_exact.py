@@ -192,3 +192,14 @@ def test_a_damaged_or_stale_kept_matrix_is_read_from_chroma_again(tmp_path, dama
         assert load_vectors(kept, keys) is None
     assert Index.open(built.path).dense_search(query, 10) == want
     assert load_vectors(kept, keys) is not None
+
+
+def test_the_kept_matrix_never_brings_back_a_removed_side(tmp_path) -> None:
+    """A search that finishes after an ingest removed its lexical side's folder keeps nothing
+    (the save raises, which the search ignores) rather than making the old folder again."""
+    from sleuth.index.reads import save_vectors
+
+    gone = tmp_path / "lexical-1" / "vectors.npz"
+    with pytest.raises(FileNotFoundError):
+        save_vectors(gone, ["a"], np.zeros((1, 4), np.float32))
+    assert not gone.parent.exists()

@@ -49,14 +49,17 @@ def sha256_file(path: str | Path) -> str:
     return h.hexdigest()
 
 
-def atomic_write_bytes(path: str | Path, data: bytes) -> None:
+def atomic_write_bytes(path: str | Path, data: bytes, *, make_parent: bool = True) -> None:
     """Write ``data`` so readers see the old file or the new one, never half of it.
 
     The temporary file is named per process and thread, so concurrent writers of one path
-    never share it: the last ``os.replace`` wins whole.
+    never share it: the last ``os.replace`` wins whole. ``make_parent=False``: a missing folder
+    raises FileNotFoundError instead (a cache must not bring back a folder another process
+    removed).
     """
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if make_parent:
+        path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     with open(tmp, "wb") as f:
         f.write(data)

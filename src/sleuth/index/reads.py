@@ -53,7 +53,7 @@ def load_vectors(path: Path, keys: list[str]) -> np.ndarray | None:
 def save_vectors(path: Path, keys: list[str], matrix: np.ndarray) -> None:
     buffer = io.BytesIO()
     np.savez(buffer, keys=np.array(_keys_digest(keys)), vectors=matrix)
-    atomic_write_bytes(path, buffer.getvalue())
+    atomic_write_bytes(path, buffer.getvalue(), make_parent=False)  # the side may be gone
 
 
 def _keys_digest(keys: list[str]) -> str:
