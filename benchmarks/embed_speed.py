@@ -29,8 +29,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import subprocess
-import sys
 import tempfile
 import time
 from collections.abc import Callable, Sequence
@@ -39,6 +37,7 @@ from pathlib import Path
 from rich.console import Console
 from rich.table import Table
 
+from _child import run_sleuth
 from sleuth.corpus.models import Document
 from sleuth.embed import DEFAULT_EMBEDDER, INGEST_BATCH, make_embedder, minilm_path
 from sleuth.embed import onnx as onnx_embed
@@ -161,15 +160,8 @@ def cli_ingests(docs: list[Document], specs: list[str], tmp: Path) -> None:
     runs: dict[str, list[tuple[float, int]]] = {s: [] for s in specs}
     for spec in [*specs, *reversed(specs)]:
         folder = Path(tempfile.mkdtemp(dir=tmp)) / "ix"
-        command = [sys.executable, "-m", "sleuth.cli", "ingest", str(source), "-i", str(folder)]
-        with (tmp / "ingest.log").open("w+") as log:
-            t0 = time.perf_counter()
-            child = subprocess.Popen([*command, "--embedder", spec], stdout=log, stderr=log)
-            _, status, usage = os.wait4(child.pid, 0)
-            if os.waitstatus_to_exitcode(status):
-                log.seek(0)
-                raise SystemExit(f"sleuth ingest --embedder {spec} failed:\n{log.read()[-2000:]}")
-        runs[spec].append((time.perf_counter() - t0, usage.ru_maxrss // 1024))
+        args = ["ingest", str(source), "-i", str(folder), "--embedder", spec]
+        runs[spec].append(run_sleuth(args, tmp / "ingest.log"))
     chunks = json.loads((folder / "sleuth-index.json").read_text())["chunks"]
     table = Table(title=f"sleuth ingest, fresh process: {len(docs)} paragraphs, {chunks} chunks")
     for col in ("embedder", "seconds (runs)", "chunks/s", "peak RSS MB"):

@@ -11,25 +11,19 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import statistics
-import subprocess
-import sys
-import time
+import tempfile
 from pathlib import Path
 
+from _child import run_sleuth
 from sleuth.index.reads import VECTORS_FILE
 
 
 def one_search(index: Path, query: str) -> tuple[float, int]:
     """Wall seconds and peak RSS (MB) of one fresh ``sleuth tools search``."""
-    command = [sys.executable, "-m", "sleuth.cli", "tools", "search", query, "--index", str(index)]
-    t0 = time.perf_counter()
-    child = subprocess.Popen([*command, "--json"], stdout=subprocess.DEVNULL)
-    _, status, usage = os.wait4(child.pid, 0)
-    if os.waitstatus_to_exitcode(status):
-        raise SystemExit(f"{' '.join(command)} failed")
-    return time.perf_counter() - t0, usage.ru_maxrss // 1024
+    with tempfile.TemporaryDirectory() as tmp:
+        args = ["tools", "search", query, "--index", str(index), "--json"]
+        return run_sleuth(args, Path(tmp) / "search.log")
 
 
 def main() -> None:
