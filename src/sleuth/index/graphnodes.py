@@ -26,7 +26,7 @@ _LEADING = frozenset(
     their our my your he she they we i if after before during while since although however also
     not no yes dear hi hello thanks regards""".split()  # noqa: SIM905 - a word list reads better as text
 )
-_CALENDAR = frozenset(
+CALENDAR = frozenset(  # capitalised words that name no entity worth a node or a search
     """january february march april may june july august september october november december
     monday tuesday wednesday thursday friday saturday sunday""".split()  # noqa: SIM905
 )
@@ -55,7 +55,7 @@ def _spans(text: str) -> Iterable[list[str]]:
             words = words[1:]
         while words and words[-1].lower() in ("of", "the", "for", "de", "y"):
             words = words[:-1]
-        if words and not (len(words) == 1 and words[0].lower() in _CALENDAR):
+        if words and not (len(words) == 1 and words[0].lower() in CALENDAR):
             yield words
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from sleuth.corpus.models import doc_id_of
+from sleuth.index.graphnodes import CALENDAR
 from sleuth.policies.filters import has_filter_cue, question_filter
 from sleuth.policies.scripted import Reply, call, turn
 from sleuth.policies.transcript import ToolReply, final_answer, query_of, token_usage
@@ -38,7 +39,6 @@ from sleuth.policies.transcript import observations as read_observations
 from sleuth.ranking.features import Search, SeenDoc
 from sleuth.ranking.selector import SEARCH_MARGIN, Selector, keep_search_head
 from sleuth.ranking.text import (
-    CALENDAR,
     STEM,
     capitalised_spans,
     content_words,

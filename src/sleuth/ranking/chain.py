@@ -19,7 +19,7 @@ from typing import Protocol
 
 import numpy as np
 
-from sleuth.ranking.text import holds_name, stems
+from sleuth.ranking.text import fold, holds_name, stems
 
 
 class SeenDoc(Protocol):
@@ -143,19 +143,19 @@ def _names_held(
     """Per document: the most relevant parent whose bridge name (not a phrase of the question,
     not common: :data:`COMMON_NAME`) its text holds, the same for its title, and log(1 + how
     many such names its text holds)."""
-    question_lower = question.lower()
+    question_lower = fold(question)
     names = [
         (p, n)
         for p, name in named
-        if p is not None and (n := name.lower()) and n not in question_lower
+        if p is not None and (n := fold(name)) and n not in question_lower
     ]
-    texts = [f"{d.title}\n{d.text}".lower() for d in docs]
+    texts = [fold(f"{d.title}\n{d.text}") for d in docs]
     # Each (text, name) pair is tested once: a name recurs (once per search its document led
     # to), and the commonness count and the columns below both read it.
     in_texts = {n: [holds_name(t, n) for t in texts] for _, n in names}
     most = max(1.0, COMMON_NAME * len(docs))
     names = [(p, n) for p, n in names if sum(in_texts[n]) - in_texts[n][p] <= most]
-    titles = [d.title.lower() for d in docs]
+    titles = [fold(d.title) for d in docs]
     in_titles = {n: [holds_name(t, n) for t in titles] for _, n in names}
     rows = []
     for i in range(len(docs)):

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from sleuth.ranking.chain import CHAIN_COLUMNS, chain_features
-from sleuth.ranking.text import bare_title, mentioned_by, mentions, overlap, stems
+from sleuth.ranking.text import bare_title, fold, mentioned_by, mentions, overlap, stems
 
 SEARCH_COLUMNS = (
     "rrf",
@@ -125,7 +125,7 @@ def _rr(rank: int | None) -> float:
 def search_features(query: str, candidates: Sequence[Candidate], rrf_k: int = 60) -> np.ndarray:
     """A ``[len(candidates), len(SEARCH_COLUMNS)]`` matrix for one search call."""
     wanted = stems(query)
-    query_lower = query.lower()
+    query_lower = fold(query)
     top_bm25 = max((c.bm25_score for c in candidates), default=0.0) or 1.0
     rows = []
     for c in candidates:
@@ -182,12 +182,12 @@ def selection_features(
 ) -> np.ndarray:
     """A ``[len(docs), len(SELECTION_COLUMNS)]`` matrix, one row per seen document."""
     wanted = stems(question)
-    question_lower = question.lower()
+    question_lower = fold(question)
     top_bm25 = max((evidence.bm25.get(d.doc_id, 0.0) for d in docs), default=0.0) or 1.0
     top_dense = max((evidence.dense.get(d.doc_id, 0.0) for d in docs), default=0.0)
     top_ppr = max((evidence.ppr.get(d.doc_id, 0.0) for d in docs), default=0.0) or 1.0
     question_searches = {
-        i for i, s in enumerate(searches) if s.query.strip().lower() == question_lower.strip()
+        i for i, s in enumerate(searches) if fold(s.query).strip() == question_lower.strip()
     }
     cover = [overlap(wanted, f"{d.title}\n{d.text}") for d in docs]
     # How much of the question a document answers by itself: the weight of its links.
@@ -195,7 +195,7 @@ def selection_features(
         0.5 * c + 0.5 * evidence.bm25.get(d.doc_id, 0.0) / top_bm25
         for c, d in zip(cover, docs, strict=True)
     ]
-    lowered = [f"{d.title}\n{d.text}".lower() for d in docs]
+    lowered = [fold(f"{d.title}\n{d.text}") for d in docs]
     # names[i]: the documents whose text names document i's title (its in-links); named[j]: the
     # documents whose titles document j's text names (its out-links).
     names = mentioned_by(["" if d.doc_id in evidence.common else d.title for d in docs], lowered)
@@ -210,12 +210,12 @@ def selection_features(
         # A later hop: named by a document that is itself named by one answering the question.
         chain: float | np.ndarray = max((link_in[j] for j in names[i]), default=0.0)
         link_out = max((relevance[j] for j in named[i]), default=0.0)
-        name = bare_title(d.title).lower()
+        name = fold(bare_title(d.title))
         entity_rr = max(
             (
                 1.0 / rank
                 for s, rank in d.ranks
-                if s not in question_searches and name and name in searches[s].query.lower()
+                if s not in question_searches and name and name in fold(searches[s].query)
             ),
             default=0.0,
         )

@@ -17,7 +17,7 @@ from sleuth.index import Index
 from sleuth.ranking.evidence import question_evidence
 from sleuth.ranking.features import Search, SeenDoc, selection_features
 from sleuth.ranking.model import RankerModel
-from sleuth.ranking.text import mentions
+from sleuth.ranking.text import fold, mentions
 
 SEARCH_MARGIN = 1.0
 """Logits (odds within a factor e): how far the selector must prefer a document over one of the
@@ -157,8 +157,7 @@ def _sibling_test(title: Callable[[str], str] | None) -> Callable[[str, Sequence
     def sibling(doc: str, above: Sequence[str]) -> bool:
         mine = of(doc)
         return any(
-            mentions(mine.lower(), of(other)) or mentions(of(other).lower(), mine)
-            for other in above
+            mentions(fold(mine), of(other)) or mentions(fold(of(other)), mine) for other in above
         )
 
     return sibling
