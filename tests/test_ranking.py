@@ -252,6 +252,8 @@ def test_stems_equal_content_words_cut(text: str) -> None:
         ("When did X beat the 1894-95 FA Cup winner?", "1894–95 FA Cup"),  # en dash in the title
         ("Who sang Don't Stop Me Now?", "Don’t Stop Me Now (song)"),  # curly apostrophe
         ("Who wrote “Ekam – Son Of Soil”?", "Ekam - Son of Soil"),  # the dash in the question
+        ("What league was Jose Cancela in?", "José Cancela"),  # accents
+        ("Where is Sivarama Swami?", "Śivarāma Swami"),
     ],
 )
 def test_a_name_typed_with_ascii_dashes_and_quotes_still_names_the_title(question, title):

@@ -7,18 +7,38 @@ Words are compared lower-cased and cut to ``STEM`` characters, a crude stemmer t
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterator, Sequence
 from collections.abc import Set as AbstractSet
 from functools import lru_cache
 
 STEM = 6
+
+
+def _latin_letters() -> dict[str, str]:
+    """Accented Latin letters as their bare letters ("é" -> "e", "Ẩ" -> "A"): a user types "Jose"
+    for "José". Letters with no decomposition ("ß", "ø") stay as they are."""
+    table = {}
+    for code in [*range(0xC0, 0x250), *range(0x1E00, 0x1F00)]:
+        letter = chr(code)
+        bare = "".join(
+            c for c in unicodedata.normalize("NFKD", letter) if not unicodedata.combining(c)
+        )
+        if bare != letter and bare.isascii() and bare.isalpha():
+            table[letter] = bare
+    return table
+
+
 _WORD = re.compile(r"\w[\w'’&-]*")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
 # For quoting: a single line break inside a paragraph is wrapping (e-mail, plain text), not an end.
 _PARAGRAPH_END = re.compile(r"\n\s*\n")
 _WRAPPED_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
 _FOLD = str.maketrans(
-    dict.fromkeys("‐‑‒–—―−", "-") | dict.fromkeys("‘’′", "'") | dict.fromkeys("“”″", '"')
+    dict.fromkeys("‐‑‒–—―−", "-")
+    | dict.fromkeys("‘’′", "'")
+    | dict.fromkeys("“”″", '"')
+    | _latin_letters()
 )
 _PARENTHESIS = re.compile(r"\s*\([^)]*\)\s*$")
 STOPWORDS = frozenset(  # a short English list plus words every question uses
@@ -84,10 +104,9 @@ def evidence_sentence(question: str, text: str, limit: int = 240) -> str:
 
 
 def fold(text: str) -> str:
-    """``text`` lower-cased, its dash and quote variants as ASCII: names are compared in this
-    form, since a question typed as "1894-95 FA Cup" must still name "1894–95 FA Cup"."""
-    lowered = text.lower()
-    return lowered if lowered.isascii() else lowered.translate(_FOLD)
+    """``text`` lower-cased, its dash and quote variants as ASCII and accents dropped: names are
+    compared in this form, since "1894-95 FA Cup" must name "1894–95 FA Cup", "Jose" "José"."""
+    return text.lower() if text.isascii() else text.translate(_FOLD).lower()
 
 
 @lru_cache(maxsize=8192)  # the selector cuts every seen title at every hop
