@@ -408,6 +408,11 @@ def test_decompose(question, expected):
         ("The Bank of England was founded in 1694.", ["Bank of England"]),  # "The" opens it
         ("He met Pete Doherty. Which band?", ["Pete Doherty"]),  # "Which" is a stopword
         ("Apollo 11 landed.", ["Apollo 11"]),  # numbers continue a name
+        # an abbreviation's or an initial's dot ends no sentence, and the name keeps it
+        ("It is on Warner Bros. Records. Sales rose.", ["Warner Bros. Records", "Sales"]),
+        ("It was made by Paul L. Stein in St. Louis.", ["Paul L. Stein", "St. Louis"]),
+        ("It ended with World War I. Then peace came.", ["World War I"]),  # a stopword ends it
+        ("Mr. Smith came.", ["Smith"]),  # an honorific is no part of the name
     ],
 )
 def test_capitalised_spans(text, names):

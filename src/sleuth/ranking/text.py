@@ -30,10 +30,14 @@ def _latin_letters() -> dict[str, str]:
 
 
 _WORD = re.compile(r"\w[\w'’&-]*")
-_SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
+# Abbreviations a name keeps inside it ("Warner Bros. Records", "St. Peter's Basilica",
+# "J. R. Smith"): no sentence ends after them.
+_ABBREVIATIONS = "St Mt Ft Jr Sr Co Inc Ltd Corp Bros No Gen Col Lt Sgt Capt Rev Prof"
+_NOT_AN_END = "".join(rf"(?<!\b{a}\.)" for a in _ABBREVIATIONS.split()) + r"(?<!\b[A-Z]\.)"
+_SENTENCE_END = re.compile(rf"(?<=[.!?]){_NOT_AN_END}\s+|\n+")
 # For quoting: a single line break inside a paragraph is wrapping (e-mail, plain text), not an end.
 _PARAGRAPH_END = re.compile(r"\n\s*\n")
-_WRAPPED_SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
+_WRAPPED_SENTENCE_END = re.compile(rf"(?<=[.!?]){_NOT_AN_END}\s+")
 _FOLD = str.maketrans(
     dict.fromkeys("‐‑‒–—―−", "-")
     | dict.fromkeys("‘’′", "'")
@@ -166,9 +170,18 @@ def _spans(text: str) -> tuple[str, ...]:
     for sentence in _SENTENCE_END.split(text):
         current: list[str] = []
         pending: list[str] = []
-        for i, word in enumerate(_WORD.findall(sentence)):
-            lower = word.lower()
-            if word[0].isupper() and not (i == 0 and lower in STOPWORDS):
+        previous_end = 0
+        for i, match in enumerate(_WORD.finditer(sentence)):
+            word, lower = match.group(), match.group().lower()
+            # a name keeps the dot of an abbreviation inside it ("Bros. Records")
+            dotted = bool(current) and sentence[previous_end : match.start()].startswith(".")
+            previous_end = match.end()
+            if dotted and lower in STOPWORDS:  # "World War I. Then": a sentence did end there
+                _flush(current, spans)
+                current, pending = [], []
+            elif word[0].isupper() and not (i == 0 and lower in STOPWORDS):
+                if dotted and not pending:
+                    current[-1] += "."
                 current += [*pending, word]
                 pending = []
             elif current and not pending and word[0].isdigit():
