@@ -413,6 +413,7 @@ def test_decompose(question, expected):
         ("It was made by Paul L. Stein in St. Louis.", ["Paul L. Stein", "St. Louis"]),
         ("It ended with World War I. Then peace came.", ["World War I"]),  # a stopword ends it
         ("Mr. Smith came.", ["Smith"]),  # an honorific is no part of the name
+        ("It won the 1988 World Series in 1988.", ["1988 World Series"]),  # a year opens a title
     ],
 )
 def test_capitalised_spans(text, names):

@@ -44,6 +44,7 @@ _FOLD = str.maketrans(
     | dict.fromkeys("“”″", '"')
     | _latin_letters()
 )
+_YEAR = re.compile(r"1\d{3}|20\d{2}")
 _PARENTHESIS = re.compile(r"\s*\([^)]*\)\s*$")
 STOPWORDS = frozenset(  # a short English list plus words every question uses
     """a about above after again against all also am an and any are as at be because been before
@@ -170,11 +171,12 @@ def _spans(text: str) -> tuple[str, ...]:
     for sentence in _SENTENCE_END.split(text):
         current: list[str] = []
         pending: list[str] = []
-        previous_end = 0
+        previous_end, year = 0, ""
         for i, match in enumerate(_WORD.finditer(sentence)):
             word, lower = match.group(), match.group().lower()
+            gap = sentence[previous_end : match.start()]
             # a name keeps the dot of an abbreviation inside it ("Bros. Records")
-            dotted = bool(current) and sentence[previous_end : match.start()].startswith(".")
+            dotted = bool(current) and gap.startswith(".")
             previous_end = match.end()
             if dotted and lower in STOPWORDS:  # "World War I. Then": a sentence did end there
                 _flush(current, spans)
@@ -182,6 +184,8 @@ def _spans(text: str) -> tuple[str, ...]:
             elif word[0].isupper() and not (i == 0 and lower in STOPWORDS):
                 if dotted and not pending:
                     current[-1] += "."
+                if year and not current and gap == " ":  # "1988 World Series" opens with its year
+                    current = [year]
                 current += [*pending, word]
                 pending = []
             elif current and not pending and word[0].isdigit():
@@ -191,6 +195,7 @@ def _spans(text: str) -> tuple[str, ...]:
             else:
                 _flush(current, spans)
                 current, pending = [], []
+            year = word if not current and _YEAR.fullmatch(word) else ""
         _flush(current, spans)
     return tuple(dict.fromkeys(spans))
 
