@@ -1,7 +1,8 @@
 """Word-level text helpers shared by the ranker's features and the scripted agent.
 
-Words are compared lower-cased and cut to ``STEM`` characters, a crude stemmer that lets
-"founded" meet "founder" without a stemming dependency; it only needs to be consistent.
+Words are compared folded (:func:`fold`: lower case, ASCII dashes and quotes, no accents) and
+cut to ``STEM`` characters, a crude stemmer that lets "founded" meet "founder" without a stemming
+dependency; it only needs to be consistent.
 """
 
 from __future__ import annotations
