@@ -186,9 +186,8 @@ def selection_features(
     top_bm25 = max((evidence.bm25.get(d.doc_id, 0.0) for d in docs), default=0.0) or 1.0
     top_dense = max((evidence.dense.get(d.doc_id, 0.0) for d in docs), default=0.0)
     top_ppr = max((evidence.ppr.get(d.doc_id, 0.0) for d in docs), default=0.0) or 1.0
-    question_searches = {
-        i for i, s in enumerate(searches) if fold(s.query).strip() == question_lower.strip()
-    }
+    queries = [fold(s.query) for s in searches]  # folded once: every document's ranks read them
+    question_searches = {i for i, q in enumerate(queries) if q.strip() == question_lower.strip()}
     cover = [overlap(wanted, f"{d.title}\n{d.text}") for d in docs]
     # How much of the question a document answers by itself: the weight of its links.
     relevance = [
@@ -215,7 +214,7 @@ def selection_features(
             (
                 1.0 / rank
                 for s, rank in d.ranks
-                if s not in question_searches and name and name in fold(searches[s].query)
+                if s not in question_searches and name and name in queries[s]
             ),
             default=0.0,
         )

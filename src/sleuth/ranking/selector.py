@@ -156,8 +156,9 @@ def _sibling_test(title: Callable[[str], str] | None) -> Callable[[str, Sequence
 
     def sibling(doc: str, above: Sequence[str]) -> bool:
         mine = of(doc)
+        folded = fold(mine)
         return any(
-            mentions(fold(mine), of(other)) or mentions(fold(of(other)), mine) for other in above
+            mentions(folded, of(other)) or mentions(fold(of(other)), mine) for other in above
         )
 
     return sibling
