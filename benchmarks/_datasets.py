@@ -148,7 +148,8 @@ def patent_documents() -> list[Document]:
 
 HANDWRITTEN["enron"] = (HERE / "data" / "enron_questions.jsonl", enron_documents)
 HANDWRITTEN["patents"] = (HERE / "data" / "patent_questions.jsonl", patent_documents)
-FINAL = {"enron-test": "enron", "patents-test": "patents"}
+HANDWRITTEN["enron-2hop"] = (HERE / "data" / "enron_questions_2hop.jsonl", enron_documents)
+FINAL = {"enron-test": "enron", "patents-test": "patents", "enron-2hop-test": "enron-2hop"}
 """The test splits, named apart so that no default list of rows includes them."""
 
 

@@ -57,6 +57,8 @@ def test_every_answer_and_quote_occurs_in_its_gold_documents(question_set):
             assert flat(quote) in texts[doc_id], (t.id, doc_id, quote)
         assert any(flat(t.answer) in texts[d] for d in t.gold_doc_ids), (t.id, t.answer)
         assert t.hops == 1 or len(t.gold_doc_ids) >= 2, t.id
+    if name.endswith("-2hop"):  # a set of two-hop questions only
+        assert all(t.hops == 2 for t in tasks)
 
 
 @needs_data
@@ -81,7 +83,7 @@ def test_split_is_the_fixed_seeded_one_and_dev_is_what_quality_reads():
         test = _datasets.split_questions(path, "test")
         assert len(dev) + len(test) == len(tasks)
         assert all(t.model_extra["split"] == "test" for t in test)
-        assert all(re.fullmatch(r"[a-z]+-\d\d", t.id) for t in tasks)
+        assert all(re.fullmatch(r"[a-z]+\d?-\d\d", t.id) for t in tasks)
 
 
 def test_the_test_splits_are_only_reachable_by_their_final_names():
