@@ -9,9 +9,9 @@ most ``rare_df`` documents, so hubs ("Enron", "2001") link nothing.
 
 Personalised PageRank over these links, seeded by the nodes the question names and by the
 documents a search ranked best, scores documents a few links away from what was found: the
-next hop's candidates. The graph is a function of the chunk rows alone, so it is rebuilt from
-the lexical side whenever that changes (an ingest, a removal, or an index built before the
-graph existed, on first use). Stored in ``graph/`` as memory-mapped columns and arrays
+next hop's candidates. The graph is a function of the chunk rows alone, so it follows the
+lexical side: an update reads again only the documents it can change
+(:mod:`sleuth.index.graphupdate`), and an index built before the graph existed builds it on first use. Stored in ``graph/`` as memory-mapped columns and arrays
 (:mod:`sleuth.index.graphfiles`); a graph saved in schema 1 is read once and saved again.
 """
 
@@ -32,7 +32,7 @@ import scipy.sparse as sp
 
 from sleuth.errors import InputError
 from sleuth.index.graphfiles import GRAPH_SCHEMA_VERSION, read_graph, read_header, write_graph
-from sleuth.index.graphnodes import Titles, extract_nodes, title_key
+from sleuth.index.graphnodes import NODES_VERSION, Titles, extract_nodes, title_key
 from sleuth.index.idmap import IdMap
 from sleuth.index.lexical import JSONL_FORMAT, ChunkRow, LexicalIndex, Stamp
 from sleuth.recent import Recent
@@ -87,6 +87,7 @@ class CorpusGraph:
     rare_df: int = RARE_DF
     maps: dict[str, IdMap] | None = None  # saved look-ups ("doc", "node"); made when None
     saved_node_docs: tuple[np.ndarray, np.ndarray] | None = None  # as node_docs; made when None
+    nodes_version: int = NODES_VERSION  # the extraction that found the nodes (0: unknown)
     doc_number: Mapping[str, int] = field(init=False)
     node_number: Mapping[str, int] = field(init=False)
     node_docs: tuple[np.ndarray, np.ndarray] = field(init=False)
@@ -117,28 +118,40 @@ class CorpusGraph:
     @classmethod
     def build(cls, rows: Sequence[ChunkRow], stamp: Stamp, rare_df: int = RARE_DF) -> CorpusGraph:
         """The graph of ``rows`` (any order; documents in first-seen order)."""
-        by_doc: dict[str, list[ChunkRow]] = {}
-        for r in rows:
-            by_doc.setdefault(r.doc_id, []).append(r)
-        doc_ids = list(by_doc)
+        by_doc = rows_by_doc(rows)
         titles = {d: title_key(chunks[0].title) for d, chunks in by_doc.items()}
         title_set = Titles(t for t in titles.values() if t)
+        keys = {d: document_nodes(chunks, titles[d], title_set) for d, chunks in by_doc.items()}
+        return cls.from_nodes(titles, keys, stamp, rare_df)
+
+    @classmethod
+    def from_nodes(
+        cls, titles: Mapping[str, str], keys: Mapping[str, set[str]], stamp: Stamp, rare_df: int
+    ) -> CorpusGraph:
+        """The graph of documents (in ``titles``' order: id → title key) naming ``keys``; nodes
+        are numbered in order of first naming, so the same documents give the same arrays."""
         vocab: dict[str, int] = {}
         cols: list[int] = []
         indptr = [0]
-        for d in doc_ids:
-            keys = set().union(*(extract_nodes(r.text, title_set) for r in by_doc[d]))
-            if titles[d]:
-                keys.add(titles[d])
-            cols.extend(vocab.setdefault(k, len(vocab)) for k in sorted(keys))
+        for d in titles:
+            cols.extend(vocab.setdefault(k, len(vocab)) for k in sorted(keys[d]))
             indptr.append(len(cols))
         incidence = sp.csr_matrix(
             (np.ones(len(cols), np.float32), np.asarray(cols, np.int32), np.asarray(indptr)),
-            shape=(len(doc_ids), len(vocab)),
+            shape=(len(titles), len(vocab)),
         )
         title_node = np.asarray([vocab[t] if t else -1 for t in titles.values()], np.int32)
         adjacency = _links(incidence, title_node, rare_df)
-        return cls(doc_ids, list(vocab), incidence, adjacency, title_node, stamp, rare_df)
+        return cls(list(titles), list(vocab), incidence, adjacency, title_node, stamp, rare_df)
+
+    def document_keys(self) -> dict[str, set[str]]:
+        """Each document's node keys, as :meth:`from_nodes` takes them."""
+        names = list(self.nodes)
+        indptr, indices = self.incidence.indptr, self.incidence.indices.tolist()
+        return {
+            doc: {names[j] for j in indices[indptr[i] : indptr[i + 1]]}
+            for i, doc in enumerate(self.doc_ids)
+        }
 
     @cached_property
     def title_link_share(self) -> float:
@@ -223,7 +236,7 @@ class CorpusGraph:
         write_graph(folder, parts | {"title_node": self.title_node}, self._header())
 
     def _header(self) -> dict[str, Any]:
-        return {"stamp": self.stamp, "rare_df": self.rare_df}
+        return {"stamp": self.stamp, "rare_df": self.rare_df, "nodes_version": self.nodes_version}
 
     @classmethod
     def load(cls, folder: Path, *, upgrade: bool = True) -> CorpusGraph | None:
@@ -248,6 +261,7 @@ class CorpusGraph:
         parts = read_graph(folder, header)
         try:
             stamp, rare_df = dict(header["stamp"]), int(header["rare_df"])
+            nodes_version = int(header.get("nodes_version", 0))
         except (KeyError, TypeError, ValueError):
             return None
         maps = {"doc": parts["doc_map"], "node": parts["node_map"]}
@@ -261,6 +275,7 @@ class CorpusGraph:
             rare_df,
             maps,
             parts["node_docs"],
+            nodes_version,
         )
 
     @classmethod
@@ -289,6 +304,7 @@ class CorpusGraph:
                 z["title_node"],
                 meta["stamp"],
                 int(meta["rare_df"]),
+                nodes_version=0,
             )
         except (OSError, ValueError, KeyError, TypeError):
             return None
@@ -347,6 +363,22 @@ class LinkFactors:
         links = (links - sp.diags(links.diagonal())).tocsr()
         links.eliminate_zeros()
         return links.astype(np.float32)
+
+
+def rows_by_doc(rows: Sequence[ChunkRow]) -> dict[str, list[ChunkRow]]:
+    """Chunk rows grouped by document, documents in first-seen order."""
+    by_doc: dict[str, list[ChunkRow]] = {}
+    for r in rows:
+        by_doc.setdefault(r.doc_id, []).append(r)
+    return by_doc
+
+
+def document_nodes(chunks: Sequence[ChunkRow], title: str, titles: Titles) -> set[str]:
+    """The node keys a document names (its title's among them)."""
+    keys: set[str] = set().union(*(extract_nodes(r.text, titles) for r in chunks))
+    if title:
+        keys.add(title)
+    return keys
 
 
 def _by_column(incidence: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray]:

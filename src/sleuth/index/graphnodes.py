@@ -8,6 +8,9 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
+NODES_VERSION = 1
+"""Bump when what a text names changes: an update reuses a saved graph's nodes of the documents
+it leaves alone only when they were found the same way (:mod:`sleuth.index.graphupdate`)."""
 _UPPER = "A-ZÀ-ÖØ-Þ"
 _CAP_WORD = rf"[{_UPPER}][\w'’&-]*"
 _CONNECTOR = r"(?:of|the|for|de|del|la|le|von|van|der|da|du|y)"

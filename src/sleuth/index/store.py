@@ -43,7 +43,8 @@ from sleuth.errors import IndexIncompleteError, InputError
 from sleuth.index.attached import open_attached, read_only_error
 from sleuth.index.chroma import chroma_client, create_collection, first_line, read_only_copy
 from sleuth.index.fields import IndexFields, date_fields, save_fields
-from sleuth.index.graph import GRAPH_FOLDER, CorpusGraph, open_graph
+from sleuth.index.graph import GRAPH_FOLDER, CorpusGraph
+from sleuth.index.graphupdate import next_graph
 from sleuth.index.ingest_checks import check_ingest_inputs, check_new_settings, clean_documents
 from sleuth.index.lexical import LEXICAL_FORMAT, LexicalIndex, Stamp
 from sleuth.index.manifest import (
@@ -429,7 +430,7 @@ class Index(IndexReads, IndexFields):
         previous = self.manifest.lexical_dir
         self.manifest.generation = generation
         self._lexical = lexical
-        self._graph = open_graph(self.path / GRAPH_FOLDER, self._lexical)
+        self._graph = next_graph(self.path / GRAPH_FOLDER, lexical, fresh=plan.doc_sha)
         save_fields(self.path, self.describe_now())
         self._write_manifest(
             state="ready",
