@@ -19,6 +19,7 @@ import re
 import sys
 import unicodedata
 from array import array
+from collections.abc import Iterable
 from functools import cache
 from pathlib import Path
 
@@ -107,6 +108,22 @@ def _vocab_trigrams(vocab: str, starts: np.ndarray) -> dict[str, np.ndarray]:
     return {"tri_keys": uniq, "tri_offsets": np.append(first, len(keys)), "tri_tokens": tokens}
 
 
+def _read(
+    texts: list[str], which: Iterable[int], vocab: dict[str, int], table: dict[int, int]
+) -> tuple[np.ndarray, np.ndarray]:
+    """(token id, row) for each distinct token of each of the rows ``which``; new tokens are
+    numbered on in ``vocab``."""
+    flat, counts, read = array("i"), array("q"), array("q")
+    for i in which:
+        ids = [vocab.setdefault(t, len(vocab)) for t in set(_WORD.findall(fold(texts[i], table)))]
+        flat.extend(ids)
+        counts.append(len(ids))
+        read.append(i)
+    tokens = np.frombuffer(flat, dtype=np.int32).astype(np.int64) if flat else np.zeros(0, np.int64)
+    rows = np.repeat(np.frombuffer(read, np.int64), np.frombuffer(counts, np.int64))
+    return tokens, rows
+
+
 _ARRAYS = ("starts", "offsets", "postings", "tri_keys", "tri_offsets", "tri_tokens")
 
 
@@ -130,14 +147,42 @@ class GrepIndex:
     def build(cls, texts: list[str]) -> GrepIndex:
         table = fold_table()
         vocab: dict[str, int] = {}
-        flat, counts = array("i"), array("q")
-        for text in texts:
-            ids = [vocab.setdefault(t, len(vocab)) for t in set(_WORD.findall(fold(text, table)))]
-            ids.sort()
-            flat.extend(ids)
-            counts.append(len(ids))
-        tokens = np.frombuffer(flat, dtype=np.int32) if flat else np.zeros(0, np.int32)
-        rows = np.repeat(np.arange(len(texts), dtype=np.int32), np.frombuffer(counts, np.int64))
+        tokens, rows = _read(texts, range(len(texts)), vocab, table)
+        return cls._assemble(list(vocab), tokens, rows, len(texts), table)
+
+    def updated(self, sources: np.ndarray, texts: list[str]) -> GrepIndex:
+        """The index of new rows ``texts``: row i is this index's row ``sources[i]`` (its
+        postings are moved), or new (``-1``: read). Answers as :meth:`build` of ``texts``
+        would (tests/test_grep_update.py); an update reads only its own rows."""
+        table = fold_table()
+        if table != self.table:
+            return GrepIndex.build(texts)
+        moved = np.full(self.n_rows, -1, dtype=np.int64)
+        kept = np.flatnonzero(sources >= 0)
+        moved[sources[kept]] = kept
+        old_tokens = np.repeat(np.arange(len(self.starts), dtype=np.int64), np.diff(self.offsets))
+        old_rows = moved[np.asarray(self.postings, dtype=np.int64)]
+        live = old_rows >= 0
+        names = self.vocab.split("\n") if len(self.starts) else []
+        vocab = {t: i for i, t in enumerate(names)}
+        new_tokens, new_rows = _read(texts, np.flatnonzero(sources < 0).tolist(), vocab, table)
+        tokens = np.concatenate([old_tokens[live], new_tokens])
+        rows = np.concatenate([old_rows[live], new_rows])
+        used = np.bincount(tokens, minlength=len(vocab)) > 0  # tokens only gone rows held: out
+        number = np.cumsum(used) - 1
+        kept_names = [t for t, u in zip(vocab, used.tolist(), strict=True) if u]
+        return GrepIndex._assemble(kept_names, number[tokens], rows, len(texts), table)
+
+    @classmethod
+    def _assemble(
+        cls,
+        vocab: list[str],
+        tokens: np.ndarray,
+        rows: np.ndarray,
+        n_rows: int,
+        table: dict[int, int],
+    ) -> GrepIndex:
+        """The index of (token id, row) pairs, at most one per pair; ``vocab`` in id order."""
         offsets = np.zeros(len(vocab) + 1, dtype=np.int64)
         np.cumsum(np.bincount(tokens, minlength=len(vocab)), out=offsets[1:])
         starts = np.zeros(len(vocab), dtype=np.int64)
@@ -146,10 +191,10 @@ class GrepIndex:
         arrays: dict[str, np.ndarray] = {
             "starts": starts,
             "offsets": offsets,
-            "postings": rows[np.argsort(tokens, kind="stable")],
+            "postings": rows[np.lexsort((rows, tokens))].astype(np.int32),
             **_vocab_trigrams(joined, starts),
         }
-        return cls(joined, arrays, len(texts), table)
+        return cls(joined, arrays, n_rows, table)
 
     def _token(self, i: int) -> str:
         end = self.starts[i + 1] - 1 if i + 1 < len(self.starts) else len(self.vocab)

@@ -17,7 +17,7 @@ import json
 import os
 import re
 import shutil
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, overload
@@ -150,14 +150,23 @@ class LexicalIndex:
         stamp: Stamp,
         doc_meta: dict[str, dict[str, Any]] | None = None,
         doc_sha: dict[str, str] | None = None,
+        previous: tuple[LexicalIndex, Collection[str]] | None = None,
     ) -> LexicalIndex:
+        """The lexical side of ``rows``; ``previous``: the generation they update and the
+        documents it changed or dropped (its other rows' grep postings are moved, not read)."""
         rows = sorted(rows, key=lambda r: (r.doc_id, r.idx))
         retriever = None
         tokens = tokenize([r.search_text for r in rows]) if rows else []
         if any(tokens):  # text of stop words and one-letter words only: no lexical side
             retriever = bm25s.BM25()
             retriever.index(tokens, show_progress=False)
-        grep_index = GrepIndex.build([r.text for r in rows])
+        texts = [r.text for r in rows]
+        if previous is None:
+            grep_index = GrepIndex.build(texts)
+        else:
+            old, changed = previous
+            sources = [-1 if r.doc_id in changed else old.row_of.get(r.id, -1) for r in rows]
+            grep_index = old.grep.updated(np.asarray(sources, dtype=np.int64), texts)
         return cls(
             rows=rows,
             stamp=stamp,

@@ -159,7 +159,7 @@ def next_lexical(old: LexicalIndex, plan: Plan, stamp: Stamp) -> LexicalIndex:
     rows = [r for r in old.rows if r.doc_id not in drop] + plan.rows
     meta = {d: m for d, m in old.doc_meta.items() if d not in drop} | plan.doc_meta
     sha = {d: s for d, s in old.doc_sha.items() if d not in drop} | plan.doc_sha
-    return LexicalIndex.build(rows, stamp, meta, sha)
+    return LexicalIndex.build(rows, stamp, meta, sha, previous=(old, drop))
 
 
 # -- bookkeeping files -------------------------------------------------------------------
