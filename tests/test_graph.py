@@ -22,7 +22,7 @@ from sleuth.index import Index
 from sleuth.index.columns import StrColumn
 from sleuth.index.graph import CorpusGraph, LinkFactors, open_graph
 from sleuth.index.graphfiles import GRAPH_SCHEMA_VERSION
-from sleuth.index.graphnodes import Titles, extract_nodes, title_key
+from sleuth.index.graphnodes import Titles, extract_nodes, title_key, titled_runs
 from sleuth.index.idmap import IdMap
 from sleuth.index.lexical import ChunkRow, LexicalIndex
 from sleuth.ranking.evidence import question_evidence
@@ -377,3 +377,19 @@ def test_kept_question_seeds_give_the_scores_of_a_fresh_graph(hops):
             kept.scores(question, seed_docs).tobytes()
             == fresh.scores(question, seed_docs).tobytes()
         )
+
+
+def test_titled_runs_take_the_longest_title_at_each_place():
+    titles = Titles(["big stone gap", "gap", "stone", "alpha corp", "bros. records"])
+    text = 'who directed "big stone gap"? ask alpha corp, or bros. records'
+    assert titled_runs(text, titles) == ["big stone gap", "alpha corp", "bros. records"]
+    assert titled_runs("nothing here", titles) == []
+
+
+def test_a_lower_case_question_seeds_the_documents_its_titles_name():
+    g = _graph()
+    lower = g.question_seeds("who founded alpha corp, and where is beta labs?")
+    assert lower[g.doc_number["alpha"]] > 0 and lower[g.doc_number["beta"]] > 0
+    assert lower[g.doc_number["lonely"]] == 0
+    typed = g.question_seeds("Who founded Alpha Corp?")  # names it types: those, not titles
+    assert typed[g.doc_number["alpha"]] > 0 and typed[g.doc_number["beta"]] == 0

@@ -32,7 +32,7 @@ import scipy.sparse as sp
 
 from sleuth.errors import InputError
 from sleuth.index.graphfiles import GRAPH_SCHEMA_VERSION, read_graph, read_header, write_graph
-from sleuth.index.graphnodes import NODES_VERSION, Titles, extract_nodes, title_key
+from sleuth.index.graphnodes import NODES_VERSION, Titles, extract_nodes, title_key, titled_runs
 from sleuth.index.idmap import IdMap
 from sleuth.index.lexical import JSONL_FORMAT, ChunkRow, LexicalIndex, Stamp
 from sleuth.recent import Recent
@@ -178,10 +178,15 @@ class CorpusGraph:
     # -- personalised PageRank ----------------------------------------------------------
     def question_seeds(self, question: str) -> np.ndarray:
         """Seed mass over documents from the nodes ``question`` names: a node's documents share
-        its inverse document frequency; a document titled by it takes as much again."""
+        its inverse document frequency; a document titled by it takes as much again. A question
+        naming no node the graph has (one typed in lower case) is read for titles instead
+        (:func:`~sleuth.index.graphnodes.titled_runs`)."""
         seeds = np.zeros(len(self.doc_ids))
         n = max(len(self.doc_ids), 1)
-        for key in extract_nodes(question, self._titles):
+        keys = extract_nodes(question, self._titles)
+        if not any(k in self.node_number for k in keys):  # typed in lower case, say
+            keys = set(titled_runs(question, self._titles))
+        for key in keys:
             node = self.node_number.get(key)
             if node is None:
                 continue
