@@ -11,7 +11,8 @@ Personalised PageRank over these links, seeded by the nodes the question names a
 documents a search ranked best, scores documents a few links away from what was found: the
 next hop's candidates. The graph is a function of the chunk rows alone, so it follows the
 lexical side: an update reads again only the documents it can change
-(:mod:`sleuth.index.graphupdate`), and an index built before the graph existed builds it on first use. Stored in ``graph/`` as memory-mapped columns and arrays
+(:mod:`sleuth.index.graphupdate`), and an index built before the graph existed builds it on
+first use. Stored in ``graph/`` as memory-mapped columns and arrays
 (:mod:`sleuth.index.graphfiles`); a graph saved in schema 1 is read once and saved again.
 """
 

@@ -15,6 +15,8 @@ import contextlib
 from collections.abc import Collection, Iterable, Sequence
 from pathlib import Path
 
+import numpy as np
+
 from sleuth.errors import InputError
 from sleuth.index.graph import RARE_DF, CorpusGraph, document_nodes, open_graph, rows_by_doc
 from sleuth.index.graphnodes import NODES_VERSION, Titles, title_key
@@ -54,7 +56,7 @@ def updated_graph(
     by_doc = rows_by_doc(rows)
     titles = {d: title_key(chunks[0].title) for d, chunks in by_doc.items()}
     kept = old.document_keys()
-    before = {t for t in (_title_of(old, i) for i in range(len(old.doc_ids))) if t}
+    before = {old.nodes[int(n)] for n in np.unique(old.title_node) if n >= 0}
     now = {t for t in titles.values() if t}
     gone, new = before - now, now - before
     reread = set(fresh) | _docs_naming(new, rows, grep)
@@ -70,11 +72,6 @@ def updated_graph(
             nodes = document_nodes(chunks, titles[doc], title_set)
         keys[doc] = nodes
     return CorpusGraph.from_nodes(titles, keys, stamp, old.rare_df)
-
-
-def _title_of(graph: CorpusGraph, doc: int) -> str:
-    node = int(graph.title_node[doc])
-    return graph.nodes[node] if node >= 0 else ""
 
 
 def _docs_naming(titles: Iterable[str], rows: Sequence[ChunkRow], grep: GrepIndex) -> set[str]:
